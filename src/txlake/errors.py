@@ -1,0 +1,190 @@
+"""The txlake error hierarchy: one root, structured attributes, never message matching.
+
+Not-found errors also derive from the builtin ``FileNotFoundError``/``LookupError`` and bad arguments
+from ``ValueError``/``TypeError`` so that generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TxlakeError(Exception):
+    """Root of every error txlake raises on purpose."""
+
+
+# --------------------------------------------------------------------------------------------- storage
+
+
+class StorageError(TxlakeError):
+    """An object-store request failed for a reason that is not a missing or existing object."""
+
+    def __init__(self, message: str, *, path: str | None = None, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.kind = kind
+
+
+class TransientStorageError(StorageError):
+    """A request failed in a way that may succeed when retried (timeouts, 5xx, connection resets)."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object does not exist."""
+
+
+class ObjectAlreadyExistsError(StorageError, FileExistsError):
+    """``put_if_absent`` lost: another writer created the object first."""
+
+
+class InjectedFaultError(StorageError):
+    """A request failed because a fault-injection rule said so (tests only)."""
+
+
+class SimulatedCrash(BaseException):  # noqa: N818 - it models a process death, not an error to handle
+    """A fault-injection rule 'crashed' the client at this request.
+
+    Derives from ``BaseException`` so that ordinary ``except Exception`` clean-up code does not run,
+    which is what a real crash looks like to the rest of the system.
+    """
+
+    def __init__(self, kind: str, path: str, nth: int) -> None:
+        super().__init__(f"simulated crash at {kind} #{nth} ({path})")
+        self.kind = kind
+        self.path = path
+        self.nth = nth
+
+
+# ----------------------------------------------------------------------------------------------- delta
+
+
+class DeltaError(TxlakeError):
+    """A Delta table or its log is not usable as asked."""
+
+    def __init__(self, message: str, *, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class TableNotFoundError(DeltaError, LookupError):
+    """No table at that location or name."""
+
+
+class TableAlreadyExistsError(DeltaError):
+    """A table already exists at that location or name."""
+
+
+class VersionNotFoundError(DeltaError, LookupError):
+    """The requested table version (or timestamp) is not available in the log."""
+
+    def __init__(self, message: str, *, table: str | None = None, version: int | None = None) -> None:
+        super().__init__(message, table=table)
+        self.version = version
+
+
+class CorruptLogError(DeltaError):
+    """A commit or checkpoint cannot be parsed, or the log has a gap; nothing was loaded."""
+
+    def __init__(
+        self, message: str, *, table: str | None = None, version: int | None = None, path: str | None = None
+    ) -> None:
+        super().__init__(message, table=table)
+        self.version = version
+        self.path = path
+
+
+class DataFileNotFoundError(DeltaError, FileNotFoundError):
+    """A data file referenced by the log is missing from storage."""
+
+    def __init__(self, message: str, *, table: str | None = None, path: str | None = None) -> None:
+        super().__init__(message, table=table)
+        self.path = path
+
+
+class UnsupportedFeatureError(DeltaError):
+    """The table uses a Delta feature txlake cannot honour; reading it would risk wrong data."""
+
+    def __init__(self, message: str, *, table: str | None = None, feature: str) -> None:
+        super().__init__(message, table=table)
+        self.feature = feature
+
+
+class VersionAlreadyExistsError(DeltaError):
+    """A Delta commit at that version was already written by someone else."""
+
+    def __init__(self, message: str, *, table: str | None = None, version: int) -> None:
+        super().__init__(message, table=table)
+        self.version = version
+
+
+class SchemaMismatchError(DeltaError, ValueError):
+    """Data does not match the table schema (missing, extra or incompatible columns)."""
+
+    def __init__(self, message: str, *, table: str | None = None, columns: Sequence[str] = ()) -> None:
+        super().__init__(message, table=table)
+        self.columns = tuple(columns)
+
+
+# --------------------------------------------------------------------------------------------- conflicts
+
+
+class ConflictError(TxlakeError):
+    """A transaction could not commit because a concurrent commit conflicts with it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str | None = None,
+        read_version: int | None = None,
+        winning_version: int | None = None,
+        files: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.table = table
+        self.read_version = read_version
+        self.winning_version = winning_version
+        self.files = tuple(files)
+
+
+class ConcurrentAppendError(ConflictError):
+    """A concurrent commit added files that match what this transaction read."""
+
+
+class ConcurrentDeleteReadError(ConflictError):
+    """A concurrent commit removed files this transaction read."""
+
+
+class ConcurrentDeleteDeleteError(ConflictError):
+    """A concurrent commit removed files this transaction also removes."""
+
+
+class MetadataChangedError(ConflictError):
+    """A concurrent commit changed the metadata (schema, partitioning, properties) of a table involved."""
+
+
+class ProtocolChangedError(ConflictError):
+    """A concurrent commit changed the protocol of a table involved."""
+
+
+class ConcurrentTransactionError(ConflictError):
+    """A concurrent commit used the same application transaction id, or the table was dropped/created."""
+
+
+# ------------------------------------------------------------------------------------------ transactions
+
+
+class TransactionError(TxlakeError):
+    """Misuse of a transaction (reuse after commit/abort, operations after close)."""
+
+
+class TransactionClosedError(TransactionError):
+    """The transaction has already committed or aborted."""
+
+
+class PredicateError(TxlakeError, ValueError):
+    """A predicate or SQL expression could not be parsed or does not fit the table."""
+
+    def __init__(self, message: str, *, expression: str | None = None) -> None:
+        super().__init__(message)
+        self.expression = expression

@@ -1,0 +1,89 @@
+"""Fault injection: fail or 'crash' at the Nth request of a kind, for crash and recovery tests."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Literal
+
+from txlake.errors import InjectedFaultError, SimulatedCrash, TransientStorageError
+from txlake.storage.counters import RequestKind
+
+FaultAction = Literal["fail", "transient", "crash_before", "crash_after"]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRule:
+    """Trigger ``action`` at the ``nth`` (1-based) request of ``kind`` whose path contains ``path_contains``.
+
+    - ``fail``: the request raises :class:`InjectedFaultError` and is not retried.
+    - ``transient``: the request raises :class:`TransientStorageError` (the retry policy absorbs it).
+    - ``crash_before``: :class:`SimulatedCrash` before the request reaches the store.
+    - ``crash_after``: the request takes effect, then :class:`SimulatedCrash` (e.g. a PUT that landed
+      but whose client died before it could act on the answer).
+    """
+
+    kind: RequestKind
+    nth: int
+    action: FaultAction = "fail"
+    path_contains: str = ""
+    times: int = 1
+
+
+@dataclass
+class _Armed:
+    rule: FaultRule
+    seen: int = 0
+    fired: int = 0
+
+
+@dataclass
+class FaultInjector:
+    """Holds the armed fault rules of a store; empty in production, so its cost is one lock-free check."""
+
+    _rules: list[_Armed] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, rule: FaultRule) -> None:
+        if rule.nth < 1:
+            raise ValueError("FaultRule.nth counts from 1")
+        with self._lock:
+            self._rules.append(_Armed(rule))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def _match(self, kind: RequestKind, path: str, when: Literal["before", "after"]) -> _Armed | None:
+        if not self._rules:
+            return None
+        with self._lock:
+            for armed in self._rules:
+                rule = armed.rule
+                if rule.kind != kind or rule.path_contains not in path:
+                    continue
+                if when == "before":
+                    armed.seen += 1
+                is_after = rule.action == "crash_after"
+                if (when == "after") != is_after:
+                    continue
+                if armed.seen >= rule.nth and armed.fired < rule.times:
+                    armed.fired += 1
+                    return armed
+        return None
+
+    def before(self, kind: RequestKind, path: str) -> None:
+        armed = self._match(kind, path, "before")
+        if armed is None:
+            return
+        action = armed.rule.action
+        if action == "fail":
+            raise InjectedFaultError(f"injected failure of {kind} {path}", path=path, kind=kind)
+        if action == "transient":
+            raise TransientStorageError(f"injected transient failure of {kind} {path}", path=path, kind=kind)
+        raise SimulatedCrash(kind, path, armed.seen)
+
+    def after(self, kind: RequestKind, path: str) -> None:
+        armed = self._match(kind, path, "after")
+        if armed is not None:
+            raise SimulatedCrash(kind, path, armed.seen)

@@ -1,0 +1,352 @@
+"""A small object-store interface over obstore with request counters, retries and fault injection.
+
+Paths are relative to the store's root (the URI given to :meth:`ObjectStore.from_uri`) and use ``/``.
+The only coordination primitive the rest of txlake relies on is :meth:`ObjectStore.put_if_absent`
+(S3 ``If-None-Match: *``, an atomic hard link on local disk).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError
+from obstore.store import LocalStore, MemoryStore, S3Store
+
+from txlake.errors import (
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    StorageError,
+    TransientStorageError,
+)
+from txlake.storage.counters import RequestCounters, RequestKind
+from txlake.storage.faults import FaultInjector
+
+T = TypeVar("T")
+
+_MEMORY_STORES: dict[str, MemoryStore] = {}
+_MEMORY_LOCK = threading.Lock()
+
+# Storage option names accepted (case-insensitive), delta-rs/object_store style, mapped to obstore config.
+_S3_CONFIG_KEYS = {
+    "aws_endpoint_url": "endpoint",
+    "aws_endpoint": "endpoint",
+    "endpoint_url": "endpoint",
+    "endpoint": "endpoint",
+    "aws_region": "region",
+    "region": "region",
+    "aws_access_key_id": "access_key_id",
+    "access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "secret_access_key": "secret_access_key",
+    "aws_session_token": "session_token",
+    "session_token": "session_token",
+    "aws_virtual_hosted_style_request": "virtual_hosted_style_request",
+    "aws_skip_signature": "skip_signature",
+}
+_CLIENT_KEYS = {"aws_allow_http": "allow_http", "allow_http": "allow_http"}
+_TXLAKE_KEYS = {"max_retries", "retry_base_delay"}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    """What a HEAD or LIST returns about one object."""
+
+    path: str
+    size: int
+    last_modified: datetime
+    e_tag: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter for transient request failures."""
+
+    max_retries: int = 5
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    s3: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    ours: dict[str, Any] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low in _S3_CONFIG_KEYS:
+            name = _S3_CONFIG_KEYS[low]
+            s3[name] = _truthy(value) if name in {"virtual_hosted_style_request", "skip_signature"} else value
+        elif low in _CLIENT_KEYS:
+            client[_CLIENT_KEYS[low]] = _truthy(value)
+        elif low in _TXLAKE_KEYS:
+            ours[low] = value
+        else:
+            raise ValueError(f"unknown storage option {key!r}")
+    return s3, client, ours
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (NotFoundError, AlreadyExistsError, FileNotFoundError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
+        return True
+    text = str(exc).lower()
+    markers = ("timed out", "timeout", "connection", "reset", "503", "500", "502", "504", "slow down")
+    return isinstance(exc, BaseError) and any(m in text for m in markers)
+
+
+class ObjectStore:
+    """get / head / list / put / put_if_absent / delete, counted per request kind.
+
+    Create one with :meth:`from_uri`; it is safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        uri: str,
+        *,
+        retry: RetryPolicy | None = None,
+        counters: RequestCounters | None = None,
+        faults: FaultInjector | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._inner = inner
+        self.uri = uri.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self.counters = counters or RequestCounters()
+        self.faults = faults or FaultInjector()
+        self._options = dict(options or {})
+
+    # ----------------------------------------------------------------------------------- construction
+
+    @classmethod
+    def from_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
+        """Open ``file:///abs/dir``, a plain absolute path, ``s3://bucket/prefix`` or ``memory://name``."""
+        options = dict(storage_options or {})
+        parsed = urlparse(uri)
+        scheme = parsed.scheme.lower()
+        s3_cfg, client_cfg, ours = _split_options(options)
+        default = RetryPolicy()
+        retry = RetryPolicy(
+            max_retries=int(ours.get("max_retries", default.max_retries)),
+            base_delay=float(ours.get("retry_base_delay", default.base_delay)),
+        )
+        inner: Any
+        if scheme in {"", "file"}:
+            path = parsed.path if scheme == "file" else uri
+            if not path.startswith("/"):
+                raise ValueError(f"local lakehouse paths must be absolute, got {uri!r}")
+            inner = LocalStore(path, mkdir=True)
+            norm = "file://" + path.rstrip("/")
+        elif scheme == "memory":
+            norm = uri.rstrip("/")
+            with _MEMORY_LOCK:
+                inner = _MEMORY_STORES.setdefault(norm, MemoryStore())
+        elif scheme in {"s3", "s3a"}:
+            bucket = parsed.netloc
+            if len(bucket) < 3:
+                raise ValueError(f"S3 bucket names have at least 3 characters, got {bucket!r}")
+            prefix = parsed.path.strip("/")
+            client_cfg.setdefault("timeout", timedelta(seconds=30))
+            client_cfg.setdefault("connect_timeout", timedelta(seconds=5))
+            inner = S3Store(
+                bucket,
+                prefix=prefix or None,
+                config=s3_cfg,
+                client_options=client_cfg,
+                retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=30)},
+            )
+            norm = f"s3://{bucket}" + (f"/{prefix}" if prefix else "")
+        else:
+            raise ValueError(f"unsupported storage scheme {scheme!r} in {uri!r} (use file://, s3://, memory://)")
+        return cls(inner, norm, retry=retry, options=options)
+
+    @property
+    def scheme(self) -> str:
+        return self.uri.split("://", 1)[0]
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """The options this store was opened with (to reopen it elsewhere, e.g. in a Spark executor)."""
+        return dict(self._options)
+
+    def child(self, prefix: str) -> ObjectStore:
+        """A store rooted at ``prefix`` below this one, sharing counters and fault rules."""
+        sub = type(self).from_uri(self.url(prefix), self._options)
+        sub.counters = self.counters
+        sub.faults = self.faults
+        sub.retry = self.retry
+        return sub
+
+    def url(self, path: str = "") -> str:
+        """The absolute URI of ``path`` in this store."""
+        return self.uri + ("/" + path.lstrip("/") if path else "")
+
+    def local_path(self, path: str = "") -> str | None:
+        """The filesystem path of ``path`` for ``file://`` stores, else ``None``."""
+        if self.scheme != "file":
+            return None
+        return self.url(path)[len("file://") :]
+
+    # ---------------------------------------------------------------------------------------- requests
+
+    def _request(self, kind: RequestKind, path: str, fn: Callable[[], T], *, retry: bool = True) -> T:
+        attempt = 0
+        while True:
+            self.counters.add(kind)
+            try:
+                self.faults.before(kind, path)
+                result = fn()
+            except (NotFoundError, FileNotFoundError) as exc:
+                raise ObjectNotFoundError(f"no object at {self.url(path)}", path=path, kind=kind) from exc
+            except AlreadyExistsError as exc:
+                raise ObjectAlreadyExistsError(
+                    f"object already exists at {self.url(path)}", path=path, kind=kind
+                ) from exc
+            except TransientStorageError:
+                if not retry or attempt >= self.retry.max_retries:
+                    raise
+                time.sleep(self.retry.delay(attempt))
+                attempt += 1
+                continue
+            except BaseError as exc:
+                if not _is_transient(exc):
+                    raise StorageError(f"{kind} {self.url(path)} failed: {exc}", path=path, kind=kind) from exc
+                if not retry or attempt >= self.retry.max_retries:
+                    raise TransientStorageError(
+                        f"{kind} {self.url(path)} failed after {attempt + 1} attempts: {exc}",
+                        path=path,
+                        kind=kind,
+                    ) from exc
+                time.sleep(self.retry.delay(attempt))
+                attempt += 1
+                continue
+            self.faults.after(kind, path)
+            return result
+
+    def get(self, path: str) -> bytes:
+        """The object's bytes; :class:`ObjectNotFoundError` if absent."""
+        return self._request("GET", path, lambda: bytes(obstore.get(self._inner, path).bytes()))
+
+    def get_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object."""
+        return self._request("GET", path, lambda: bytes(obstore.get_range(self._inner, path, start=start, end=end)))
+
+    def head(self, path: str) -> ObjectMeta:
+        """Size and modification time; :class:`ObjectNotFoundError` if absent."""
+        meta = self._request("HEAD", path, lambda: obstore.head(self._inner, path))
+        return _meta(meta)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.head(path)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectMeta]:
+        """Objects under ``prefix`` (recursively), sorted by path, only those after ``start_after``.
+
+        One LIST request is counted per page the store returns.
+        """
+        pfx = prefix.rstrip("/") + "/" if prefix else None
+
+        def fetch() -> list[ObjectMeta]:
+            out: list[ObjectMeta] = []
+            pages = obstore.list(self._inner, pfx, offset=start_after, chunk_size=1000)
+            for i, page in enumerate(pages):
+                if i:
+                    self.counters.add("LIST")
+                out.extend(_meta(m) for m in page)
+            return out
+
+        try:
+            result = self._request("LIST", prefix, fetch)
+        except ObjectNotFoundError:
+            return []
+        if start_after is not None:
+            result = [m for m in result if m.path > start_after]
+        result.sort(key=lambda m: m.path)
+        return result
+
+    def list_dir(self, prefix: str) -> tuple[list[str], list[ObjectMeta]]:
+        """One level below ``prefix``: (sub-prefixes, objects)."""
+        pfx = prefix.rstrip("/") + "/" if prefix else None
+        try:
+            res = self._request("LIST", prefix, lambda: obstore.list_with_delimiter(self._inner, pfx))
+        except ObjectNotFoundError:
+            return [], []
+        dirs = sorted(p.rstrip("/") for p in res["common_prefixes"])
+        objs = sorted((_meta(m) for m in res["objects"]), key=lambda m: m.path)
+        return dirs, objs
+
+    def put(self, path: str, data: bytes) -> None:
+        """Create or replace the object (never used for log entries)."""
+        self._request("PUT", path, lambda: obstore.put(self._inner, path, data, mode="overwrite"))
+
+    def put_if_absent(self, path: str, data: bytes) -> None:
+        """Create the object atomically; :class:`ObjectAlreadyExistsError` if it exists.
+
+        When a transient failure hides whether an earlier attempt landed, a later ``AlreadyExists`` is
+        resolved by comparing contents: identical bytes mean our own attempt won. Callers therefore put
+        contents that are unique to the writer (a transaction id), which txlake always does.
+        """
+        attempt = 0
+        uncertain = False
+        while True:
+            try:
+                self._request(
+                    "PUT", path, lambda: obstore.put(self._inner, path, data, mode="create"), retry=False
+                )
+                return
+            except ObjectAlreadyExistsError:
+                if uncertain and self._holds(path, data):
+                    return
+                raise
+            except TransientStorageError:
+                if attempt >= self.retry.max_retries:
+                    raise
+                uncertain = True
+                time.sleep(self.retry.delay(attempt))
+                attempt += 1
+
+    def _holds(self, path: str, data: bytes) -> bool:
+        try:
+            return self.get(path) == data
+        except ObjectNotFoundError:
+            return False
+
+    def delete(self, path: str) -> None:
+        """Delete the object; deleting a missing object is not an error."""
+        try:
+            self._request("DELETE", path, lambda: obstore.delete(self._inner, path))
+        except ObjectNotFoundError:
+            return
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.uri!r})"
+
+
+def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
+    return ObjectMeta(
+        path=str(raw["path"]),
+        size=int(raw["size"]),
+        last_modified=raw["last_modified"],
+        e_tag=raw.get("e_tag"),
+    )
+
