@@ -41,7 +41,7 @@ class InjectedFaultError(StorageError):
     """A request failed because a fault-injection rule said so (tests only)."""
 
 
-class SimulatedCrash(BaseException):  # noqa: N818 - it models a process death, not an error to handle
+class SimulatedCrash(BaseException):
     """A fault-injection rule 'crashed' the client at this request.
 
     Derives from ``BaseException`` so that ordinary ``except Exception`` clean-up code does not run,

@@ -7,10 +7,11 @@ The only coordination primitive the rest of txlake relies on is :meth:`ObjectSto
 
 from __future__ import annotations
 
+import builtins
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -167,8 +168,8 @@ class ObjectStore:
             inner = S3Store(
                 bucket,
                 prefix=prefix or None,
-                config=s3_cfg,
-                client_options=client_cfg,
+                config=s3_cfg,  # type: ignore[arg-type]
+                client_options=client_cfg,  # type: ignore[arg-type]
                 retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=30)},
             )
             norm = f"s3://{bucket}" + (f"/{prefix}" if prefix else "")
@@ -259,15 +260,15 @@ class ObjectStore:
             return False
         return True
 
-    def list(self, prefix: str, *, start_after: str | None = None) -> list[ObjectMeta]:
+    def list(self, prefix: str, *, start_after: str | None = None) -> builtins.list[ObjectMeta]:
         """Objects under ``prefix`` (recursively), sorted by path, only those after ``start_after``.
 
         One LIST request is counted per page the store returns.
         """
         pfx = prefix.rstrip("/") + "/" if prefix else None
 
-        def fetch() -> list[ObjectMeta]:
-            out: list[ObjectMeta] = []
+        def fetch() -> builtins.list[ObjectMeta]:
+            out: builtins.list[ObjectMeta] = []
             pages = obstore.list(self._inner, pfx, offset=start_after, chunk_size=1000)
             for i, page in enumerate(pages):
                 if i:
@@ -284,7 +285,7 @@ class ObjectStore:
         result.sort(key=lambda m: m.path)
         return result
 
-    def list_dir(self, prefix: str) -> tuple[list[str], list[ObjectMeta]]:
+    def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[ObjectMeta]]:
         """One level below ``prefix``: (sub-prefixes, objects)."""
         pfx = prefix.rstrip("/") + "/" if prefix else None
         try:
@@ -310,9 +311,7 @@ class ObjectStore:
         uncertain = False
         while True:
             try:
-                self._request(
-                    "PUT", path, lambda: obstore.put(self._inner, path, data, mode="create"), retry=False
-                )
+                self._request("PUT", path, lambda: obstore.put(self._inner, path, data, mode="create"), retry=False)
                 return
             except ObjectAlreadyExistsError:
                 if uncertain and self._holds(path, data):
@@ -349,4 +348,3 @@ def _meta(raw: Mapping[str, Any]) -> ObjectMeta:
         last_modified=raw["last_modified"],
         e_tag=raw.get("e_tag"),
     )
-

@@ -1,0 +1,1 @@
+"""The ``txlake`` command line."""

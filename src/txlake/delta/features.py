@@ -1,0 +1,74 @@
+"""Which Delta protocol features txlake can read and write; everything else is refused by name."""
+
+from __future__ import annotations
+
+import json
+
+from txlake.delta.actions import Metadata, Protocol
+from txlake.errors import UnsupportedFeatureError
+
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
+SUPPORTED_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck"})
+MAX_READER_VERSION = 3
+MAX_WRITER_VERSION = 7
+
+
+def _column_mapping(metadata: Metadata) -> bool:
+    return metadata.configuration.get("delta.columnMapping.mode", "none").lower() not in {"", "none"}
+
+
+def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` naming the first feature a read would get wrong."""
+    if protocol.min_reader_version > MAX_READER_VERSION:
+        raise UnsupportedFeatureError(
+            f"{table} needs reader version {protocol.min_reader_version}",
+            table=table,
+            feature=f"readerVersion{protocol.min_reader_version}",
+        )
+    if protocol.min_reader_version >= 3:
+        for feature in protocol.reader_features or ():
+            if feature not in SUPPORTED_READER_FEATURES:
+                raise UnsupportedFeatureError(f"{table} uses reader feature {feature}", table=table, feature=feature)
+    if _column_mapping(metadata):
+        raise UnsupportedFeatureError(f"{table} uses column mapping", table=table, feature="columnMapping")
+
+
+def _schema_has_key(schema_string: str, key_prefix: str) -> bool:
+    def walk(node: object) -> bool:
+        if isinstance(node, dict):
+            meta = node.get("metadata")
+            if isinstance(meta, dict) and any(k.startswith(key_prefix) for k in meta):
+                return True
+            return any(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+
+    return walk(json.loads(schema_string))
+
+
+def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
+    """Raise :class:`UnsupportedFeatureError` if committing to this table could break its protocol."""
+    check_read_support(protocol, metadata, table=table)
+    v = protocol.min_writer_version
+    if v > MAX_WRITER_VERSION:
+        raise UnsupportedFeatureError(f"{table} needs writer version {v}", table=table, feature=f"writerVersion{v}")
+    if v == 7:
+        for feature in protocol.writer_features or ():
+            if feature not in SUPPORTED_WRITER_FEATURES:
+                raise UnsupportedFeatureError(f"{table} uses writer feature {feature}", table=table, feature=feature)
+    config = metadata.configuration
+    if v >= 2 and _schema_has_key(metadata.schema_string, "delta.invariants"):
+        raise UnsupportedFeatureError(f"{table} has column invariants", table=table, feature="invariants")
+    if v >= 3 and any(k.startswith("delta.constraints.") for k in config):
+        raise UnsupportedFeatureError(f"{table} has CHECK constraints", table=table, feature="checkConstraints")
+    if v >= 4 and config.get("delta.enableChangeDataFeed", "false").lower() == "true":
+        raise UnsupportedFeatureError(f"{table} has change data feed on", table=table, feature="changeDataFeed")
+    if v >= 4 and _schema_has_key(metadata.schema_string, "delta.generationExpression"):
+        raise UnsupportedFeatureError(f"{table} has generated columns", table=table, feature="generatedColumns")
+    if v >= 6 and _schema_has_key(metadata.schema_string, "delta.identity"):
+        raise UnsupportedFeatureError(f"{table} has identity columns", table=table, feature="identityColumns")
+
+
+def is_append_only(metadata: Metadata) -> bool:
+    return metadata.configuration.get("delta.appendOnly", "false").lower() == "true"

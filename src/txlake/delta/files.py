@@ -1,0 +1,357 @@
+"""Parquet data files of a Delta table: writing with Delta statistics, partition paths, reading back."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from txlake.delta.actions import Add, now_ms
+from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError
+from txlake.storage import ObjectStore
+
+STRING_STATS_PREFIX = 32
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+READ_CONCURRENCY = 8
+
+
+# ------------------------------------------------------------------------------------------- statistics
+
+
+def _ts_to_json(value: datetime, *, utc: bool, round_up: bool) -> str:
+    """Timestamps in stats have millisecond precision; max values are rounded up to stay an upper bound."""
+    if round_up and value.microsecond % 1000:
+        value = value + timedelta(microseconds=1000 - value.microsecond % 1000)
+    else:
+        value = value - timedelta(microseconds=value.microsecond % 1000)
+    if utc:
+        value = value.astimezone(UTC)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+
+
+def _stat_value(value: Any, dtype: pa.DataType, *, is_max: bool) -> Any:
+    """A min/max value in Delta's stats JSON encoding, or ``None`` when it cannot be a safe bound."""
+    if value is None:
+        return None
+    if pa.types.is_timestamp(dtype):
+        return _ts_to_json(value, utc=dtype.tz is not None, round_up=is_max)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        f = float(value)
+        return f if Decimal(repr(f)) == value else None
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, str):
+        if len(value) <= STRING_STATS_PREFIX:
+            return value
+        # A prefix is a valid lower bound; there is no short valid upper bound, so drop the max.
+        return None if is_max else value[:STRING_STATS_PREFIX]
+    if isinstance(value, (bool, bytes)):
+        return None
+    return value
+
+
+def _has_minmax(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(dtype)
+        or pa.types.is_floating(dtype)
+        or pa.types.is_decimal(dtype)
+        or pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_date(dtype)
+        or pa.types.is_timestamp(dtype)
+    )
+
+
+def _column_stats(col: pa.ChunkedArray | pa.Array, dtype: pa.DataType) -> tuple[Any, Any, Any]:
+    """(min, max, nullCount) for one column; nested structs recurse into dicts."""
+    if pa.types.is_struct(dtype):
+        mins: dict[str, Any] = {}
+        maxs: dict[str, Any] = {}
+        nulls: dict[str, Any] = {}
+        chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+        flat = [c.flatten() for c in chunks]  # children with the parent's nulls applied
+        for i in range(dtype.num_fields):
+            child = dtype.field(i)
+            parts = [f[i] for f in flat]
+            sub = pa.chunked_array(parts, type=child.type)
+            lo, hi, nc = _column_stats(sub, child.type)
+            if lo is not None:
+                mins[child.name] = lo
+            if hi is not None:
+                maxs[child.name] = hi
+            nulls[child.name] = nc
+        return (mins or None), (maxs or None), nulls
+    null_count = col.null_count
+    if not _has_minmax(dtype) or len(col) == null_count:
+        return None, None, null_count
+    mm = pc.min_max(col)
+    lo = _stat_value(mm["min"].as_py(), dtype, is_max=False)
+    hi = _stat_value(mm["max"].as_py(), dtype, is_max=True)
+    if pa.types.is_floating(dtype) and pc.any(pc.is_nan(col)).as_py():
+        return None, None, null_count
+    return lo, hi, null_count
+
+
+def compute_stats(data: pa.Table) -> str:
+    """Delta ``stats`` JSON for ``data``: numRecords, minValues, maxValues, nullCount."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for field in data.schema:
+        lo, hi, nc = _column_stats(data.column(field.name), field.type)
+        if lo is not None:
+            mins[field.name] = lo
+        if hi is not None:
+            maxs[field.name] = hi
+        nulls[field.name] = nc
+    doc = {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+# ------------------------------------------------------------------------------------------- partitions
+
+
+def serialize_partition_value(value: Any) -> str | None:
+    """Delta's string form of a partition value (``None`` stays null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def parse_partition_value(raw: str | None, dtype: pa.DataType) -> Any:
+    """The typed value of a Delta partition string."""
+    if raw is None or raw == HIVE_NULL:
+        return None
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return raw
+    if raw == "":
+        return None
+    if pa.types.is_boolean(dtype):
+        return raw.lower() == "true"
+    if pa.types.is_integer(dtype):
+        return int(raw)
+    if pa.types.is_floating(dtype):
+        return float(raw)
+    if pa.types.is_decimal(dtype):
+        return Decimal(raw)
+    if pa.types.is_date(dtype):
+        return date.fromisoformat(raw)
+    if pa.types.is_timestamp(dtype):
+        value = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        if dtype.tz is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value
+    if pa.types.is_binary(dtype):
+        return raw.encode("latin-1")
+    raise TypeError(f"type {dtype} cannot be a partition column")
+
+
+def partition_dir(partition_columns: Sequence[str], values: Mapping[str, str | None]) -> str:
+    """Hive-style directory ``a=1/b=x`` for a file's partition values (escaped like Spark)."""
+    parts = []
+    for col in partition_columns:
+        raw = values.get(col)
+        text = HIVE_NULL if raw is None else quote(raw, safe=" ")
+        parts.append(f"{quote(col, safe='')}={text}")
+    return "/".join(parts)
+
+
+def split_by_partition(
+    data: pa.Table, partition_columns: Sequence[str]
+) -> list[tuple[dict[str, str | None], pa.Table]]:
+    """Split rows by partition value; partition columns are dropped from the returned tables."""
+    if not partition_columns:
+        return [({}, data)]
+    if data.num_rows == 0:
+        return []
+    keys = data.select(list(partition_columns))
+    groups = keys.group_by(list(partition_columns), use_threads=False).aggregate([])
+    out = []
+    for row in groups.to_pylist():
+        mask = None
+        for col in partition_columns:
+            value = row[col]
+            cond = pc.is_null(data.column(col)) if value is None else pc.equal(data.column(col), value)
+            cond = pc.fill_null(cond, False)
+            mask = cond if mask is None else pc.and_(mask, cond)
+        part = data.filter(mask).drop_columns(list(partition_columns))
+        out.append(({c: serialize_partition_value(row[c]) for c in partition_columns}, part))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ write
+
+
+def data_file_name(txid: str | None = None) -> str:
+    """``part-<txid>-<uuid>.parquet``: the txid lets GC tell an aborted transaction's files from live ones."""
+    tag = txid or "00000"
+    return f"part-{tag}-{uuid.uuid4()}.snappy.parquet"
+
+
+def encode_path(relative: str) -> str:
+    """The form of a relative path stored in ``add.path`` (a URI-encoded relative path)."""
+    return quote(relative, safe="/=")
+
+
+def decode_path(path: str) -> str:
+    return unquote(path)
+
+
+def write_data_files(
+    store: ObjectStore,
+    table_path: str,
+    data: pa.Table,
+    *,
+    partition_columns: Sequence[str] = (),
+    txid: str | None = None,
+    target_rows: int = 1_000_000,
+) -> list[Add]:
+    """Write ``data`` (already conformed to the table schema) as Parquet files; return their add actions."""
+    adds = []
+    for values, part in split_by_partition(data, partition_columns):
+        for offset in range(0, max(part.num_rows, 1), target_rows):
+            chunk = part.slice(offset, target_rows)
+            if chunk.num_rows == 0 and part.num_rows:
+                continue
+            rel = data_file_name(txid)
+            pdir = partition_dir(partition_columns, values)
+            if pdir:
+                rel = f"{pdir}/{rel}"
+            adds.append(write_one_file(store, table_path, rel, chunk, values))
+    return adds
+
+
+def write_one_file(
+    store: ObjectStore, table_path: str, relative: str, data: pa.Table, partition_values: Mapping[str, str | None]
+) -> Add:
+    """Write one Parquet file at ``relative`` below the table and describe it as an add action."""
+    buf = io.BytesIO()
+    pq.write_table(data, buf, compression="snappy", version="2.6")
+    payload = buf.getvalue()
+    full = f"{table_path}/{relative}" if table_path else relative
+    store.put(full, payload)
+    return Add(
+        path=encode_path(relative),
+        partition_values=dict(partition_values),
+        size=len(payload),
+        modification_time=now_ms(),
+        data_change=True,
+        stats=compute_stats(data),
+    )
+
+
+# ------------------------------------------------------------------------------------------------- read
+
+
+def resolve_file(store: ObjectStore, table_path: str, add_path: str) -> tuple[ObjectStore, str]:
+    """The store and key of a data file; absolute URIs (clones) may point into another store."""
+    if "://" in add_path:
+        if add_path.startswith(store.uri + "/"):
+            return store, decode_path(add_path[len(store.uri) + 1 :])
+        root, _, key = add_path.rpartition("/")
+        return ObjectStore.from_uri(root, store.storage_options), decode_path(key)
+    rel = decode_path(add_path)
+    return store, (f"{table_path}/{rel}" if table_path else rel)
+
+
+def read_file(
+    store: ObjectStore,
+    table_path: str,
+    add: Add,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+    *,
+    columns: Sequence[str] | None = None,
+    table: str | None = None,
+) -> pa.Table:
+    """Read one data file as ``schema`` (partition columns filled in, missing columns as nulls)."""
+    file_store, key = resolve_file(store, table_path, add.path)
+    try:
+        data = file_store.get(key)
+    except ObjectNotFoundError as exc:
+        raise DataFileNotFoundError(
+            f"data file {add.path} of {table or table_path} is missing", table=table, path=add.path
+        ) from exc
+    wanted = list(columns) if columns is not None else schema.names
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data))
+        present = set(pf.schema_arrow.names)
+        raw = pf.read(columns=[c for c in wanted if c in present and c not in partition_columns])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptLogError(
+            f"data file {add.path} of {table or table_path} is not readable Parquet: {exc}", table=table, path=add.path
+        ) from exc
+    return _assemble(raw, add, schema, partition_columns, wanted)
+
+
+def _assemble(
+    raw: pa.Table, add: Add, schema: pa.Schema, partition_columns: Sequence[str], wanted: Sequence[str]
+) -> pa.Table:
+    n = raw.num_rows
+    arrays = []
+    fields = []
+    for name in wanted:
+        field = schema.field(name)
+        if name in partition_columns:
+            value = parse_partition_value(add.partition_values.get(name), field.type)
+            arr: pa.Array | pa.ChunkedArray = pa.repeat(pa.scalar(value, type=field.type), n)
+        elif name in raw.column_names:
+            arr = raw.column(name)
+            if arr.type != field.type:
+                arr = arr.cast(field.type)
+        else:
+            arr = pa.nulls(n, field.type)
+        arrays.append(arr)
+        fields.append(field.with_nullable(True) if arr.null_count else field)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def read_files(
+    store: ObjectStore,
+    table_path: str,
+    adds: Iterable[Add],
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+    *,
+    columns: Sequence[str] | None = None,
+    table: str | None = None,
+) -> pa.Table:
+    """Read and concatenate data files (concurrently) as one Arrow table of ``schema``."""
+    adds = list(adds)
+    target = pa.schema([schema.field(c) for c in columns]) if columns is not None else schema
+    if not adds:
+        return target.empty_table()
+
+    def one(add: Add) -> pa.Table:
+        return read_file(store, table_path, add, schema, partition_columns, columns=columns, table=table)
+
+    if len(adds) == 1:
+        parts = [one(adds[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(READ_CONCURRENCY, len(adds))) as pool:
+            parts = list(pool.map(one, adds))
+    return pa.concat_tables([p.cast(target) for p in parts])

@@ -1,0 +1,172 @@
+"""The ``_delta_log`` directory of one table: listing, reading and writing commits (put-if-absent)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from txlake.delta.actions import Action, parse_commit, serialize_commit
+from txlake.errors import (
+    CorruptLogError,
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    VersionAlreadyExistsError,
+)
+from txlake.storage import ObjectMeta, ObjectStore
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+_V2_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
+READ_CONCURRENCY = 16
+
+
+def commit_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRef:
+    """A classic checkpoint at ``version``: one file or ``parts`` files, complete when all parts exist."""
+
+    version: int
+    paths: tuple[str, ...]
+    parts: int | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.parts is None or len(self.paths) == self.parts
+
+
+@dataclass(frozen=True, slots=True)
+class LastCheckpoint:
+    version: int
+    size: int | None = None
+    parts: int | None = None
+
+
+@dataclass
+class LogListing:
+    """What one LIST of ``_delta_log/`` found: commit files and complete checkpoints by version."""
+
+    commits: dict[int, ObjectMeta] = field(default_factory=dict)
+    checkpoints: dict[int, CheckpointRef] = field(default_factory=dict)
+    v2_checkpoints: set[int] = field(default_factory=set)
+
+    @property
+    def latest_commit(self) -> int | None:
+        return max(self.commits) if self.commits else None
+
+    def best_checkpoint(self, at_or_below: int) -> CheckpointRef | None:
+        usable = [c for v, c in self.checkpoints.items() if v <= at_or_below and c.complete]
+        return max(usable, key=lambda c: c.version) if usable else None
+
+
+class DeltaLog:
+    """Read and append the log of the Delta table at ``path`` (relative to the store root)."""
+
+    def __init__(self, store: ObjectStore, path: str, *, name: str | None = None) -> None:
+        self.store = store
+        self.path = path.strip("/")
+        self.log_dir = f"{self.path}/_delta_log" if self.path else "_delta_log"
+        self.name = name or self.path or store.uri
+
+    def commit_path(self, version: int) -> str:
+        return f"{self.log_dir}/{commit_name(version)}"
+
+    # ------------------------------------------------------------------------------------------ listing
+
+    def read_last_checkpoint(self) -> LastCheckpoint | None:
+        """The ``_last_checkpoint`` hint, or ``None`` if absent or unreadable (it is only a hint)."""
+        try:
+            raw = self.store.get(f"{self.log_dir}/_last_checkpoint")
+        except ObjectNotFoundError:
+            return None
+        try:
+            doc = json.loads(raw)
+            return LastCheckpoint(int(doc["version"]), doc.get("size"), doc.get("parts"))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def list(self, *, from_version: int | None = None) -> LogListing:
+        """One LIST of the log (from ``from_version`` on, checkpoint files of that version included)."""
+        start_after = None
+        if from_version is not None and from_version > 0:
+            start_after = f"{self.log_dir}/{from_version - 1:020d}.json"
+        listing = LogListing()
+        parts: dict[int, list[str]] = {}
+        totals: dict[int, int | None] = {}
+        for meta in self.store.list(self.log_dir, start_after=start_after):
+            name = meta.path.rsplit("/", 1)[-1]
+            m = _COMMIT.match(name)
+            if m:
+                listing.commits[int(m.group(1))] = meta
+                continue
+            m = _CHECKPOINT.match(name)
+            if m:
+                v = int(m.group(1))
+                parts.setdefault(v, []).append(meta.path)
+                totals[v] = int(m.group(3)) if m.group(3) else None
+                continue
+            m = _V2_CHECKPOINT.match(name)
+            if m:
+                listing.v2_checkpoints.add(int(m.group(1)))
+        for v, paths in parts.items():
+            listing.checkpoints[v] = CheckpointRef(v, tuple(sorted(paths)), totals[v])
+        return listing
+
+    def exists(self) -> bool:
+        """Whether the table has at least one commit or checkpoint."""
+        listing = self.list()
+        return bool(listing.commits or listing.checkpoints)
+
+    def latest_version(self) -> int | None:
+        """The newest commit version, or ``None`` when the table does not exist."""
+        hint = self.read_last_checkpoint()
+        listing = self.list(from_version=hint.version if hint else None)
+        if hint and not listing.commits:
+            listing = self.list()
+        return listing.latest_commit
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def read_commit(self, version: int) -> builtins.list[Action]:
+        """The actions of one commit; :class:`CorruptLogError` if it is missing or malformed."""
+        try:
+            data = self.store.get(self.commit_path(version))
+        except ObjectNotFoundError as exc:
+            raise CorruptLogError(
+                f"commit {version} of {self.name} is missing", table=self.name, version=version
+            ) from exc
+        return parse_commit(data, table=self.name, version=version)
+
+    def read_commits(self, versions: Sequence[int]) -> builtins.list[builtins.list[Action]]:
+        """Several commits, fetched concurrently, in the order given."""
+        if len(versions) <= 2:
+            return [self.read_commit(v) for v in versions]
+        with ThreadPoolExecutor(max_workers=min(READ_CONCURRENCY, len(versions))) as pool:
+            return list(pool.map(self.read_commit, versions))
+
+    # ------------------------------------------------------------------------------------------ writing
+
+    def write_commit(self, version: int, actions: Iterable[Action]) -> None:
+        """Put-if-absent the commit at ``version``; :class:`VersionAlreadyExistsError` if taken."""
+        data = serialize_commit(actions)
+        try:
+            self.store.put_if_absent(self.commit_path(version), data)
+        except ObjectAlreadyExistsError as exc:
+            raise VersionAlreadyExistsError(
+                f"version {version} of {self.name} already exists", table=self.name, version=version
+            ) from exc
+
+    def write_last_checkpoint(self, hint: LastCheckpoint, **extra: int) -> None:
+        doc: dict[str, int] = {"version": hint.version}
+        if hint.size is not None:
+            doc["size"] = hint.size
+        if hint.parts is not None:
+            doc["parts"] = hint.parts
+        doc.update(extra)
+        self.store.put(f"{self.log_dir}/_last_checkpoint", json.dumps(doc).encode())

@@ -1,0 +1,126 @@
+"""The immutable state of a Delta table at one version, and the builder that replays commits into it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from txlake.delta.actions import Action, Add, Cdc, CommitInfo, Metadata, OtherAction, Protocol, Remove, Txn
+from txlake.delta.features import check_read_support
+from txlake.delta.schema import schema_from_json
+from txlake.errors import CorruptLogError, UnsupportedFeatureError
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """An immutable table state at ``version``: live files, metadata, protocol, app-transaction versions."""
+
+    table: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: Mapping[str, Add]
+    txns: Mapping[str, int] = field(default_factory=dict)
+    tombstones: Mapping[str, Remove] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        return schema_from_json(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def num_records(self) -> int | None:
+        """Row count from stats, or ``None`` if any file lacks ``numRecords``."""
+        total = 0
+        for add in self.files.values():
+            n = add.num_records
+            if n is None:
+                return None
+            total += n
+        return total
+
+    def apply(self, version: int, actions: Sequence[Action], timestamp_ms: int | None = None) -> Snapshot:
+        """The snapshot after applying one more commit (pure: ``self`` is unchanged)."""
+        replay = SnapshotBuilder.from_snapshot(self)
+        replay.apply(version, actions, timestamp_ms)
+        return replay.finish()
+
+
+@dataclass
+class SnapshotBuilder:
+    """Mutable accumulator used while replaying many commits; frozen into a :class:`Snapshot` at the end."""
+
+    table: str
+    version: int = -1
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    files: dict[str, Add] = field(default_factory=dict)
+    txns: dict[str, int] = field(default_factory=dict)
+    tombstones: dict[str, Remove] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+
+    @classmethod
+    def from_snapshot(cls, snap: Snapshot) -> SnapshotBuilder:
+        return cls(
+            snap.table,
+            snap.version,
+            snap.protocol,
+            snap.metadata,
+            dict(snap.files),
+            dict(snap.txns),
+            dict(snap.tombstones),
+            snap.timestamp_ms,
+        )
+
+    def apply(self, version: int, actions: Iterable[Action], timestamp_ms: int | None) -> None:
+        for action in actions:
+            if isinstance(action, Add):
+                if action.deletion_vector is not None:
+                    raise UnsupportedFeatureError(
+                        f"{self.table} v{version} uses deletion vectors", table=self.table, feature="deletionVectors"
+                    )
+                self.files[action.path] = action
+                self.tombstones.pop(action.path, None)
+            elif isinstance(action, Remove):
+                self.files.pop(action.path, None)
+                self.tombstones[action.path] = action
+            elif isinstance(action, Metadata):
+                self.metadata = action
+            elif isinstance(action, Protocol):
+                self.protocol = action
+            elif isinstance(action, Txn):
+                self.txns[action.app_id] = action.version
+            elif isinstance(action, (CommitInfo, Cdc, OtherAction)):
+                continue
+        self.version = version
+        if timestamp_ms is not None:
+            # Delta monotonizes commit timestamps: never earlier than the previous commit's.
+            if self.timestamp_ms is not None and timestamp_ms <= self.timestamp_ms:
+                timestamp_ms = self.timestamp_ms + 1
+            self.timestamp_ms = timestamp_ms
+
+    def finish(self) -> Snapshot:
+        if self.protocol is None or self.metadata is None:
+            missing = "protocol" if self.protocol is None else "metaData"
+            raise CorruptLogError(
+                f"{self.table} has no {missing} action up to version {self.version}",
+                table=self.table,
+                version=self.version,
+            )
+        check_read_support(self.protocol, self.metadata, table=self.table)
+        return Snapshot(
+            self.table,
+            self.version,
+            self.protocol,
+            self.metadata,
+            self.files,
+            self.txns,
+            self.tombstones,
+            self.timestamp_ms,
+        )

@@ -1,0 +1,1 @@
+"""txlake.engine (see DESIGN §10)."""

@@ -1,0 +1,1 @@
+"""txlake.expr (see DESIGN §10)."""

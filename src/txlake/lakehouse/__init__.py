@@ -1,0 +1,1 @@
+"""txlake.lakehouse (see DESIGN §10)."""

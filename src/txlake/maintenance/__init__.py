@@ -1,0 +1,1 @@
+"""txlake.maintenance (see DESIGN §10)."""

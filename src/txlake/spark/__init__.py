@@ -1,0 +1,1 @@
+"""txlake.spark (see DESIGN §10)."""

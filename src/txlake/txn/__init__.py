@@ -1,0 +1,1 @@
+"""txlake.txn (see DESIGN §10)."""
