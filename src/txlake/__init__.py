@@ -27,8 +27,11 @@ from txlake.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from txlake.lake import Lakehouse, LakehouseSnapshot, connect
+from txlake.txn.transaction import CommitResult, MergeMetrics, Transaction
 
 __all__ = [
+    "CommitResult",
     "ConcurrentAppendError",
     "ConcurrentDeleteDeleteError",
     "ConcurrentDeleteReadError",
@@ -36,6 +39,9 @@ __all__ = [
     "ConflictError",
     "CorruptLogError",
     "DataFileNotFoundError",
+    "Lakehouse",
+    "LakehouseSnapshot",
+    "MergeMetrics",
     "MetadataChangedError",
     "ObjectAlreadyExistsError",
     "ObjectNotFoundError",
@@ -45,10 +51,12 @@ __all__ = [
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "Transaction",
     "TransactionClosedError",
     "TransactionError",
     "TxlakeError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "__version__",
+    "connect",
 ]

@@ -188,3 +188,12 @@ class PredicateError(TxlakeError, ValueError):
     def __init__(self, message: str, *, expression: str | None = None) -> None:
         super().__init__(message)
         self.expression = expression
+
+
+class MergeCardinalityError(TxlakeError, ValueError):
+    """A merge matched one target row with several source rows, so its outcome is ambiguous (as in Delta)."""
+
+    def __init__(self, message: str, *, table: str | None = None, rows: int = 0) -> None:
+        super().__init__(message)
+        self.table = table
+        self.rows = rows

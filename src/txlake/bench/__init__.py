@@ -21,3 +21,9 @@ WORKLOADS: dict[str, Workload] = {}
 
 def register(name: str, workload: Workload) -> None:
     WORKLOADS[name] = workload
+
+
+# Workload modules import only txlake.bench.report and the library, never this package's names.
+from txlake.bench import snapshot as _snapshot  # noqa: E402
+
+register(_snapshot.NAME, Workload(_snapshot.HELP, _snapshot.add_arguments, _snapshot.run))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from txlake import __version__
 from txlake.bench import WORKLOADS
+from txlake.cli import demo
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"txlake {__version__}")
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo_parser = sub.add_parser("demo", help="concurrent bank transfers on a local lakehouse (the main job)")
+    demo.add_arguments(demo_parser)
+    demo_parser.set_defaults(run=demo.run)
     bench = sub.add_parser("bench", help="run a benchmark workload (writes JSON + PNG)")
     bench_sub = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
     for name, workload in sorted(WORKLOADS.items()):

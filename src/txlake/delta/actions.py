@@ -173,7 +173,7 @@ class Add:
             return None
         try:
             value = json.loads(self.stats)
-        except ValueError:
+        except (TypeError, ValueError):  # TypeError: a foreign log wrote stats as an object, not a string
             return None
         return value if isinstance(value, dict) else None
 

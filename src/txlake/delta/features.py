@@ -7,8 +7,12 @@ import json
 from txlake.delta.actions import Metadata, Protocol
 from txlake.errors import UnsupportedFeatureError
 
-SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck"})
-SUPPORTED_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck"})
+# variantType is declared by delta-rs on tables it upgrades to (3, 7) even without variant columns; such tables
+# are plain to read and write, so the feature is supported as long as no column is a variant.
+SUPPORTED_READER_FEATURES = frozenset({"timestampNtz", "vacuumProtocolCheck", "variantType"})
+SUPPORTED_WRITER_FEATURES = frozenset(
+    {"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+)
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
@@ -29,6 +33,8 @@ def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | N
         for feature in protocol.reader_features or ():
             if feature not in SUPPORTED_READER_FEATURES:
                 raise UnsupportedFeatureError(f"{table} uses reader feature {feature}", table=table, feature=feature)
+    if _schema_uses_type(metadata.schema_string, "variant"):
+        raise UnsupportedFeatureError(f"{table} has variant columns", table=table, feature="variantType")
     if _column_mapping(metadata):
         raise UnsupportedFeatureError(f"{table} uses column mapping", table=table, feature="columnMapping")
 
@@ -45,6 +51,29 @@ def _schema_has_key(schema_string: str, key_prefix: str) -> bool:
         return False
 
     return walk(json.loads(schema_string))
+
+
+_TYPE_KEYS = frozenset({"type", "elementType", "keyType", "valueType", "fields"})
+
+
+def _schema_uses_type(schema_string: str, type_name: str) -> bool:
+    def walk(node: object) -> bool:
+        if isinstance(node, str):
+            return node == type_name
+        if isinstance(node, dict):
+            return any(walk(v) for k, v in node.items() if k in _TYPE_KEYS)
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+
+    return walk(json.loads(schema_string))
+
+
+def protocol_for_new_table(schema_string: str) -> Protocol:
+    """The least protocol a new table with this schema needs: (1, 2), or (3, 7) + ``timestampNtz``."""
+    if _schema_uses_type(schema_string, "timestamp_ntz"):
+        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
+    return Protocol(1, 2)
 
 
 def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:

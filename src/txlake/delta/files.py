@@ -126,8 +126,8 @@ def compute_stats(data: pa.Table) -> str:
 
 
 def serialize_partition_value(value: Any) -> str | None:
-    """Delta's string form of a partition value (``None`` stays null)."""
-    if value is None:
+    """Delta's string form of a partition value; ``None`` and ``""`` are null (the protocol reads ``""`` as null)."""
+    if value is None or (isinstance(value, str) and not value):
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -143,13 +143,11 @@ def serialize_partition_value(value: Any) -> str | None:
 
 
 def parse_partition_value(raw: str | None, dtype: pa.DataType) -> Any:
-    """The typed value of a Delta partition string."""
-    if raw is None or raw == HIVE_NULL:
+    """The typed value of a Delta partition string (an empty string is null for every type, PROTOCOL.md)."""
+    if raw is None or raw == "" or raw == HIVE_NULL:
         return None
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
         return raw
-    if raw == "":
-        return None
     if pa.types.is_boolean(dtype):
         return raw.lower() == "true"
     if pa.types.is_integer(dtype):
@@ -195,7 +193,12 @@ def split_by_partition(
         mask = None
         for col in partition_columns:
             value = row[col]
-            cond = pc.is_null(data.column(col)) if value is None else pc.equal(data.column(col), value)
+            if value is None:
+                cond = pc.is_null(data.column(col))
+            elif isinstance(value, float) and math.isnan(value):
+                cond = pc.is_nan(data.column(col))  # NaN != NaN: equality would drop these rows
+            else:
+                cond = pc.equal(data.column(col), value)
             cond = pc.fill_null(cond, False)
             mask = cond if mask is None else pc.and_(mask, cond)
         part = data.filter(mask).drop_columns(list(partition_columns))
@@ -270,10 +273,11 @@ def write_one_file(
 def resolve_file(store: ObjectStore, table_path: str, add_path: str) -> tuple[ObjectStore, str]:
     """The store and key of a data file; absolute URIs (clones) may point into another store."""
     if "://" in add_path:
-        if add_path.startswith(store.uri + "/"):
-            return store, decode_path(add_path[len(store.uri) + 1 :])
-        root, _, key = add_path.rpartition("/")
-        return ObjectStore.from_uri(root, store.storage_options), decode_path(key)
+        full = decode_path(add_path)  # the whole URI is encoded, directories included (PROTOCOL.md)
+        if full.startswith(store.uri + "/"):
+            return store, full[len(store.uri) + 1 :]
+        root, _, key = full.rpartition("/")
+        return ObjectStore.from_uri(root, store.storage_options), key
     rel = decode_path(add_path)
     return store, (f"{table_path}/{rel}" if table_path else rel)
 

@@ -22,6 +22,7 @@ _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 _V2_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
 READ_CONCURRENCY = 16
+BATCHES_PER_WORKER = 4
 
 
 def commit_name(version: int) -> str:
@@ -97,8 +98,8 @@ class DeltaLog:
         if from_version is not None and from_version > 0:
             start_after = f"{self.log_dir}/{from_version - 1:020d}.json"
         listing = LogListing()
-        parts: dict[int, list[str]] = {}
-        totals: dict[int, int | None] = {}
+        # Keyed by (version, number of parts): writers may have checkpointed one version differently.
+        parts: dict[tuple[int, int | None], list[str]] = {}
         for meta in self.store.list(self.log_dir, start_after=start_after):
             name = meta.path.rsplit("/", 1)[-1]
             m = _COMMIT.match(name)
@@ -107,15 +108,17 @@ class DeltaLog:
                 continue
             m = _CHECKPOINT.match(name)
             if m:
-                v = int(m.group(1))
-                parts.setdefault(v, []).append(meta.path)
-                totals[v] = int(m.group(3)) if m.group(3) else None
+                total = int(m.group(3)) if m.group(3) else None
+                parts.setdefault((int(m.group(1)), total), []).append(meta.path)
                 continue
             m = _V2_CHECKPOINT.match(name)
             if m:
                 listing.v2_checkpoints.add(int(m.group(1)))
-        for v, paths in parts.items():
-            listing.checkpoints[v] = CheckpointRef(v, tuple(sorted(paths)), totals[v])
+        for (v, total), paths in parts.items():
+            ref = CheckpointRef(v, tuple(sorted(paths)), total)
+            known = listing.checkpoints.get(v)
+            if known is None or (ref.complete and not known.complete):
+                listing.checkpoints[v] = ref
         return listing
 
     def exists(self) -> bool:
@@ -144,11 +147,19 @@ class DeltaLog:
         return parse_commit(data, table=self.name, version=version)
 
     def read_commits(self, versions: Sequence[int]) -> builtins.list[builtins.list[Action]]:
-        """Several commits, fetched concurrently, in the order given."""
+        """Several commits, fetched concurrently, in the order given (the lowest failing version raises)."""
         if len(versions) <= 2:
             return [self.read_commit(v) for v in versions]
-        with ThreadPoolExecutor(max_workers=min(READ_CONCURRENCY, len(versions))) as pool:
-            return list(pool.map(self.read_commit, versions))
+        workers = min(READ_CONCURRENCY, len(versions))
+        # One task per batch of consecutive versions, not per version: a future per commit costs more
+        # than a small local read. Several batches per worker keep the workers evenly loaded.
+        size = -(-len(versions) // (workers * BATCHES_PER_WORKER))
+        batches = [versions[i : i + size] for i in range(0, len(versions), size)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return [actions for batch in pool.map(self._read_batch, batches) for actions in batch]
+
+    def _read_batch(self, versions: Sequence[int]) -> builtins.list[builtins.list[Action]]:
+        return [self.read_commit(v) for v in versions]
 
     # ------------------------------------------------------------------------------------------ writing
 

@@ -208,7 +208,13 @@ def conform(data: pa.Table, schema: pa.Schema, *, table: str | None = None) -> p
                 columns=[field.name],
             )
         if col.type != field.type:
-            col = col.cast(field.type)
+            try:
+                col = col.cast(field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                # e.g. a struct lacking a non-nullable child, or nulls in one: not a Delta-valid value
+                raise SchemaMismatchError(
+                    f"column {field.name!r} cannot be stored as {field.type}: {exc}", table=table, columns=[field.name]
+                ) from exc
         if not field.nullable and col.null_count:
             raise SchemaMismatchError(
                 f"column {field.name!r} is not nullable but has {col.null_count} nulls",

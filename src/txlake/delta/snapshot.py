@@ -29,10 +29,12 @@ def load_snapshot(log: DeltaLog, version: int | None = None) -> Snapshot:
     """
     hint = log.read_last_checkpoint()
     listing = log.list(from_version=hint.version if hint is not None else None)
+    hinted = listing.checkpoints.get(hint.version) if hint is not None else None
     usable_hint = (
-        hint is not None and hint.version in listing.checkpoints and (version is None or version >= hint.version)
+        hint is not None and hinted is not None and hinted.complete and (version is None or version >= hint.version)
     )
-    if not usable_hint:
+    partial = hint is not None and hint.version > 0  # that LIST started at the hinted version
+    if partial and not usable_hint:
         listing = log.list()
     latest = listing.latest_commit
     if latest is None and not listing.checkpoints:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from txlake.delta.actions import Action, CommitInfo, Metadata, Protocol, now_ms
+from txlake.delta.actions import Action, CommitInfo, Metadata, now_ms
 from txlake.delta.checkpoint import write_checkpoint
-from txlake.delta.features import check_write_support
+from txlake.delta.features import check_write_support, protocol_for_new_table
 from txlake.delta.files import read_files, write_data_files
 from txlake.delta.log import DeltaLog, LastCheckpoint
 from txlake.delta.schema import conform, normalize_schema, schema_to_json
@@ -108,7 +108,7 @@ class DeltaTable:
             {"mode": "ErrorIfExists", "partitionBy": list(partition_by)},
             **dict(extra_commit_info or {}),
         )
-        return [info, Protocol(1, 2), metadata]
+        return [info, protocol_for_new_table(metadata.schema_string), metadata]
 
     # ---------------------------------------------------------------------------------------- reading
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +19,16 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import obstore
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError
+from obstore.exceptions import (
+    AlreadyExistsError,
+    BaseError,
+    InvalidPathError,
+    NotFoundError,
+    NotSupportedError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+)
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 from txlake.errors import (
@@ -100,14 +110,32 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     return s3, client, ours
 
 
+_PERMANENT_ERRORS = (
+    NotFoundError,
+    AlreadyExistsError,
+    FileNotFoundError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    PreconditionError,
+    NotSupportedError,
+    InvalidPathError,
+)
+# Matched against obstore's message and its debug dump ("inner: Status { status: 503", "HttpError { kind: Connect").
+# Precise on purpose: every dump contains "retry_timeout: 30s", so a bare "timeout" marker matches any error.
+_TRANSIENT_PATTERN = re.compile(
+    r"status(?: code)?: (?:429|500|502|503|504)\b"
+    r"|HttpError \{\s*kind: (?:Connect|Request|Timeout|Interrupted)\b"
+    r"|timed out|connection (?:refused|reset|closed|aborted)|error sending request|slow ?down",
+    re.IGNORECASE,
+)
+
+
 def _is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (NotFoundError, AlreadyExistsError, FileNotFoundError)):
+    if isinstance(exc, _PERMANENT_ERRORS):
         return False
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
-    text = str(exc).lower()
-    markers = ("timed out", "timeout", "connection", "reset", "503", "500", "502", "504", "slow down")
-    return isinstance(exc, BaseError) and any(m in text for m in markers)
+    return isinstance(exc, BaseError) and _TRANSIENT_PATTERN.search(str(exc)) is not None
 
 
 class ObjectStore:
@@ -125,8 +153,10 @@ class ObjectStore:
         counters: RequestCounters | None = None,
         faults: FaultInjector | None = None,
         options: Mapping[str, Any] | None = None,
+        key_prefix: str = "",
     ) -> None:
         self._inner = inner
+        self._key_prefix = key_prefix.strip("/")  # only memory://name/sub: the inner store is memory://name
         self.uri = uri.rstrip("/")
         self.retry = retry or RetryPolicy()
         self.counters = counters or RequestCounters()
@@ -148,6 +178,7 @@ class ObjectStore:
             base_delay=float(ours.get("retry_base_delay", default.base_delay)),
         )
         inner: Any
+        key_prefix = ""
         if scheme in {"", "file"}:
             path = parsed.path if scheme == "file" else uri
             if not path.startswith("/"):
@@ -156,8 +187,9 @@ class ObjectStore:
             norm = "file://" + path.rstrip("/")
         elif scheme == "memory":
             norm = uri.rstrip("/")
+            key_prefix = parsed.path.strip("/")
             with _MEMORY_LOCK:
-                inner = _MEMORY_STORES.setdefault(norm, MemoryStore())
+                inner = _MEMORY_STORES.setdefault(f"memory://{parsed.netloc}", MemoryStore())
         elif scheme in {"s3", "s3a"}:
             bucket = parsed.netloc
             if len(bucket) < 3:
@@ -175,7 +207,7 @@ class ObjectStore:
             norm = f"s3://{bucket}" + (f"/{prefix}" if prefix else "")
         else:
             raise ValueError(f"unsupported storage scheme {scheme!r} in {uri!r} (use file://, s3://, memory://)")
-        return cls(inner, norm, retry=retry, options=options)
+        return cls(inner, norm, retry=retry, options=options, key_prefix=key_prefix)
 
     @property
     def scheme(self) -> str:
@@ -205,6 +237,19 @@ class ObjectStore:
         return self.url(path)[len("file://") :]
 
     # ---------------------------------------------------------------------------------------- requests
+
+    def _key(self, path: str) -> str:
+        """The inner store's key for ``path`` (differs from ``path`` only for ``memory://name/sub``)."""
+        if not self._key_prefix:
+            return path
+        return f"{self._key_prefix}/{path}" if path else self._key_prefix
+
+    def _meta(self, raw: Mapping[str, Any]) -> ObjectMeta:
+        meta = _meta(raw)
+        if not self._key_prefix:
+            return meta
+        rel = meta.path[len(self._key_prefix) + 1 :]
+        return ObjectMeta(path=rel, size=meta.size, last_modified=meta.last_modified, e_tag=meta.e_tag)
 
     def _request(self, kind: RequestKind, path: str, fn: Callable[[], T], *, retry: bool = True) -> T:
         attempt = 0
@@ -242,16 +287,18 @@ class ObjectStore:
 
     def get(self, path: str) -> bytes:
         """The object's bytes; :class:`ObjectNotFoundError` if absent."""
-        return self._request("GET", path, lambda: bytes(obstore.get(self._inner, path).bytes()))
+        return self._request("GET", path, lambda: bytes(obstore.get(self._inner, self._key(path)).bytes()))
 
     def get_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object."""
-        return self._request("GET", path, lambda: bytes(obstore.get_range(self._inner, path, start=start, end=end)))
+        return self._request(
+            "GET", path, lambda: bytes(obstore.get_range(self._inner, self._key(path), start=start, end=end))
+        )
 
     def head(self, path: str) -> ObjectMeta:
         """Size and modification time; :class:`ObjectNotFoundError` if absent."""
-        meta = self._request("HEAD", path, lambda: obstore.head(self._inner, path))
-        return _meta(meta)
+        meta = self._request("HEAD", path, lambda: obstore.head(self._inner, self._key(path)))
+        return self._meta(meta)
 
     def exists(self, path: str) -> bool:
         try:
@@ -265,15 +312,17 @@ class ObjectStore:
 
         One LIST request is counted per page the store returns.
         """
-        pfx = prefix.rstrip("/") + "/" if prefix else None
+        full = self._key(prefix.rstrip("/"))
+        pfx = full + "/" if full else None
+        offset = self._key(start_after) if start_after is not None else None
 
         def fetch() -> builtins.list[ObjectMeta]:
             out: builtins.list[ObjectMeta] = []
-            pages = obstore.list(self._inner, pfx, offset=start_after, chunk_size=1000)
+            pages = obstore.list(self._inner, pfx, offset=offset, chunk_size=1000)
             for i, page in enumerate(pages):
                 if i:
                     self.counters.add("LIST")
-                out.extend(_meta(m) for m in page)
+                out.extend(self._meta(m) for m in page)
             return out
 
         try:
@@ -287,18 +336,20 @@ class ObjectStore:
 
     def list_dir(self, prefix: str) -> tuple[builtins.list[str], builtins.list[ObjectMeta]]:
         """One level below ``prefix``: (sub-prefixes, objects)."""
-        pfx = prefix.rstrip("/") + "/" if prefix else None
+        full = self._key(prefix.rstrip("/"))
+        pfx = full + "/" if full else None
         try:
             res = self._request("LIST", prefix, lambda: obstore.list_with_delimiter(self._inner, pfx))
         except ObjectNotFoundError:
             return [], []
-        dirs = sorted(p.rstrip("/") for p in res["common_prefixes"])
-        objs = sorted((_meta(m) for m in res["objects"]), key=lambda m: m.path)
+        cut = len(self._key_prefix) + 1 if self._key_prefix else 0
+        dirs = sorted(p.rstrip("/")[cut:] for p in res["common_prefixes"])
+        objs = sorted((self._meta(m) for m in res["objects"]), key=lambda m: m.path)
         return dirs, objs
 
     def put(self, path: str, data: bytes) -> None:
         """Create or replace the object (never used for log entries)."""
-        self._request("PUT", path, lambda: obstore.put(self._inner, path, data, mode="overwrite"))
+        self._request("PUT", path, lambda: obstore.put(self._inner, self._key(path), data, mode="overwrite"))
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Create the object atomically; :class:`ObjectAlreadyExistsError` if it exists.
@@ -311,7 +362,9 @@ class ObjectStore:
         uncertain = False
         while True:
             try:
-                self._request("PUT", path, lambda: obstore.put(self._inner, path, data, mode="create"), retry=False)
+                self._request(
+                    "PUT", path, lambda: obstore.put(self._inner, self._key(path), data, mode="create"), retry=False
+                )
                 return
             except ObjectAlreadyExistsError:
                 if uncertain and self._holds(path, data):
@@ -333,7 +386,7 @@ class ObjectStore:
     def delete(self, path: str) -> None:
         """Delete the object; deleting a missing object is not an error."""
         try:
-            self._request("DELETE", path, lambda: obstore.delete(self._inner, path))
+            self._request("DELETE", path, lambda: obstore.delete(self._inner, self._key(path)))
         except ObjectNotFoundError:
             return
 

@@ -1,0 +1,284 @@
+"""``txlake demo``: concurrent bank transfers across three tables while readers check the total."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+import txlake
+from txlake.errors import ConflictError
+
+BANKS = ("bank.north", "bank.south", "bank.east")
+SCHEMA = pa.schema([("id", pa.int64()), ("owner", pa.string()), ("balance", pa.int64())])
+
+
+@dataclass
+class DemoStats:
+    """Counters shared by the worker and reader threads (guarded by ``lock``)."""
+
+    commits: int = 0
+    conflicts: int = 0
+    gave_up: int = 0
+    reads: int = 0
+    violations: int = 0
+    timeline: list[tuple[float, int, int]] = field(default_factory=list)  # (t, commits, conflicts)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, **delta: int) -> None:
+        with self.lock:
+            for k, v in delta.items():
+                setattr(self, k, getattr(self, k) + v)
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    uri: str
+    accounts: int
+    workers: int
+    seconds: float
+    commits: int
+    conflicts: int
+    gave_up: int
+    reads: int
+    violations: int
+    expected_total: int
+    final_total: int
+    final_version: int
+    time_travel_version: int
+    time_travel_total: int
+    chart: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.violations == 0 and self.final_total == self.expected_total == self.time_travel_total
+
+
+def _total(snap: txlake.LakehouseSnapshot) -> int:
+    return sum(sum(snap.read_arrow(b, columns=["balance"]).column("balance").to_pylist()) for b in BANKS)
+
+
+def _setup(lake: txlake.Lakehouse, accounts: int, opening: int) -> None:
+    with lake.transaction() as tx:
+        for bank in BANKS:
+            tx.create_table(bank, SCHEMA, if_not_exists=True)
+            owners = [f"{bank.split('.')[1]}-{i:03d}" for i in range(accounts)]
+            tx.append(bank, pa.table({"id": list(range(accounts)), "owner": owners, "balance": [opening] * accounts}))
+
+
+def _worker(
+    lake: txlake.Lakehouse, seed: int, accounts: int, deadline: float, budget: int | None, stats: DemoStats
+) -> None:
+    rng = random.Random(seed)
+    done = 0
+    while time.monotonic() < deadline and (budget is None or done < budget):
+        src, dst = rng.sample(BANKS, 2)
+        a, b = rng.randrange(accounts), rng.randrange(accounts)
+        amount = rng.randint(1, 100)
+        for attempt in range(30):
+            try:
+                with lake.transaction("serializable") as tx:
+                    have = tx.read_arrow(src, where=f"id = {a}", columns=["balance"]).column("balance")[0].as_py()
+                    if have >= amount:
+                        tx.update(src, set={"balance": f"balance - {amount}"}, where=f"id = {a}")
+                        tx.update(dst, set={"balance": f"balance + {amount}"}, where=f"id = {b}")
+                stats.add(commits=1)
+                break
+            except ConflictError:
+                stats.add(conflicts=1)
+                time.sleep(rng.uniform(0, min(0.2, 0.005 * 2**attempt)))
+        else:
+            stats.add(gave_up=1)
+        done += 1
+
+
+def _reader(lake: txlake.Lakehouse, expected: int, stop: threading.Event, stats: DemoStats) -> None:
+    while not stop.is_set():
+        total = _total(lake.snapshot())
+        stats.add(reads=1, violations=int(total != expected))
+
+
+def _render(stats: DemoStats, lake: txlake.Lakehouse, elapsed: float) -> Table:
+    table = Table(title=f"txlake demo — {lake.uri}", expand=False)
+    for col in (
+        "elapsed",
+        "global version",
+        "commits",
+        "commits/s",
+        "conflicts (retried)",
+        "gave up",
+        "reader checks",
+        "violations",
+    ):
+        table.add_column(col, justify="right")
+    with stats.lock:
+        rate = stats.commits / elapsed if elapsed > 0 else 0.0
+        table.add_row(
+            f"{elapsed:5.1f}s",
+            str(lake.version()),
+            str(stats.commits),
+            f"{rate:.1f}",
+            str(stats.conflicts),
+            str(stats.gave_up),
+            str(stats.reads),
+            f"[{'red' if stats.violations else 'green'}]{stats.violations}",
+        )
+    return table
+
+
+def _chart(stats: DemoStats, path: Path) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if len(stats.timeline) < 2:
+        return None
+    ts = [t for t, _, _ in stats.timeline]
+    commits = [c for _, c, _ in stats.timeline]
+    conflicts = [x for _, _, x in stats.timeline]
+    rate = [0.0] + [(commits[i] - commits[i - 1]) / max(ts[i] - ts[i - 1], 1e-9) for i in range(1, len(ts))]
+    crate = [0.0] + [(conflicts[i] - conflicts[i - 1]) / max(ts[i] - ts[i - 1], 1e-9) for i in range(1, len(ts))]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(ts, rate, label="commits/s")
+    ax.plot(ts, crate, label="conflicts/s (retried)")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("per second")
+    ax.set_title("txlake demo: transfer throughput and conflicts")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
+
+
+def run_demo(
+    uri: str,
+    *,
+    storage_options: dict[str, str] | None = None,
+    accounts: int = 20,
+    workers: int = 4,
+    seconds: float = 20.0,
+    transfers: int | None = None,
+    readers: int = 1,
+    chart_dir: Path | None = None,
+    console: Console | None = None,
+) -> DemoResult:
+    """Run the demo against ``uri`` and return what happened (the CLI prints it)."""
+    console = console or Console()
+    opening = 1000
+    lake = txlake.connect(uri, storage_options)
+    if set(BANKS) - set(lake.tables()):
+        _setup(lake, accounts, opening)
+    expected = _total(lake.snapshot())
+    start_version = lake.version()
+    stats = DemoStats()
+    stop = threading.Event()
+    start = time.monotonic()
+    deadline = start + seconds
+    budget = transfers // workers if transfers else None
+    threads = [
+        threading.Thread(target=_worker, args=(lake, i, accounts, deadline, budget, stats), daemon=True)
+        for i in range(workers)
+    ]
+    threads += [
+        threading.Thread(target=_reader, args=(lake, expected, stop, stats), daemon=True) for _ in range(readers)
+    ]
+    for t in threads:
+        t.start()
+    workers_alive = threads[:workers]
+    with Live(_render(stats, lake, 0.0), console=console, refresh_per_second=4, transient=False) as live:
+        while any(t.is_alive() for t in workers_alive):
+            time.sleep(0.25)
+            elapsed = time.monotonic() - start
+            with stats.lock:
+                stats.timeline.append((elapsed, stats.commits, stats.conflicts))
+            live.update(_render(stats, lake, elapsed))
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        live.update(_render(stats, lake, time.monotonic() - start))
+    elapsed = time.monotonic() - start
+    final = lake.snapshot()
+    travel_version = (start_version + final.version) // 2
+    travel_total = _total(lake.snapshot(travel_version))
+    chart = _chart(stats, chart_dir / "txlake-demo.png") if chart_dir is not None else None
+    return DemoResult(
+        uri=lake.uri,
+        accounts=accounts * len(BANKS),
+        workers=workers,
+        seconds=round(elapsed, 2),
+        commits=stats.commits,
+        conflicts=stats.conflicts,
+        gave_up=stats.gave_up,
+        reads=stats.reads,
+        violations=stats.violations,
+        expected_total=expected,
+        final_total=_total(final),
+        final_version=final.version,
+        time_travel_version=travel_version,
+        time_travel_total=travel_total,
+        chart=chart,
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", default="./txlake-demo", help="local lakehouse directory (default ./txlake-demo)")
+    parser.add_argument("--uri", help="lakehouse URI instead of --path (e.g. s3://bucket/demo)")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--accounts", type=int, default=20, help="accounts per bank")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--transfers", type=int, help="stop after this many transfers (over all workers)")
+    parser.add_argument("--fresh", action="store_true", help="delete the local demo directory first")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None) -> int:
+    console = Console(stderr=args.json)
+    if args.uri:
+        uri = args.uri
+        chart_dir = Path(".")
+    else:
+        root = Path(args.path).resolve()
+        if args.fresh and root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True, exist_ok=True)
+        uri = f"file://{root}"
+        chart_dir = root
+    result = run_demo(
+        uri,
+        storage_options=storage_options,
+        accounts=args.accounts,
+        workers=args.workers,
+        seconds=args.seconds,
+        transfers=args.transfers,
+        chart_dir=chart_dir,
+        console=console,
+    )
+    doc: dict[str, Any] = asdict(result) | {"ok": result.ok}
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        summary = Table(title="result")
+        summary.add_column("what")
+        summary.add_column("value", justify="right")
+        for key, value in doc.items():
+            summary.add_row(key.replace("_", " "), str(value))
+        console.print(summary)
+        verdict = "[green]invariant held[/]" if result.ok else "[red]INVARIANT VIOLATED[/]"
+        console.print(
+            f"{verdict}: total {result.final_total} == {result.expected_total} at version {result.final_version}; "
+            f"time travel to version {result.time_travel_version}: total {result.time_travel_total}"
+        )
+    return 0 if result.ok else 1

@@ -1,0 +1,255 @@
+"""The public entry point: ``txlake.connect(uri)`` -> :class:`Lakehouse`."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from txlake.delta.actions import now_ms
+from txlake.delta.files import read_files
+from txlake.delta.log import DeltaLog
+from txlake.delta.state import Snapshot
+from txlake.errors import ConflictError, ObjectAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+from txlake.expr import FileStats, parse_predicate
+from txlake.lakehouse.log import GlobalLog
+from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Outcome, TableEntry
+from txlake.lakehouse.tables import SnapshotCache
+from txlake.storage import ObjectStore
+from txlake.txn.context import LakeContext
+from txlake.txn.transaction import CommitResult, Transaction
+
+T = TypeVar("T")
+
+
+class LakehouseSnapshot:
+    """A consistent, read-only view of every table at one lakehouse version."""
+
+    def __init__(self, ctx: LakeContext, state: LakehouseState) -> None:
+        self._ctx = ctx
+        self.state = state
+
+    @property
+    def version(self) -> int:
+        return self.state.version
+
+    def tables(self, namespace: str | None = None) -> list[str]:
+        return self.state.table_names(namespace)
+
+    def entry(self, name: str) -> TableEntry:
+        entry = self.state.table_by_name(name)
+        if entry is None:
+            raise TableNotFoundError(f"no table {name!r} at lakehouse version {self.version}", table=name)
+        return entry
+
+    def table_version(self, name: str) -> int:
+        """The Delta version of ``name`` at this lakehouse version."""
+        return self.state.table_versions[self.entry(name).id]
+
+    def delta_snapshot(self, name: str) -> Snapshot:
+        entry = self.entry(name)
+        return self._ctx.snapshots.get(entry, self.state.table_versions[entry.id])
+
+    def schema(self, name: str) -> pa.Schema:
+        return self.delta_snapshot(name).schema
+
+    def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows of ``name`` at this version matching ``where`` (file pruning by stats, then filtering)."""
+        entry = self.entry(name)
+        snap = self.delta_snapshot(name)
+        files = list(snap.files.values())
+        predicate = None
+        if where is not None:
+            predicate = parse_predicate(where).bind(snap.schema)
+            files = [
+                a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
+            ]
+        data = read_files(self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name)
+        if predicate is not None:
+            data = predicate.filter(data)
+        return data.select(list(columns)) if columns is not None else data
+
+
+class Lakehouse:
+    """A lakehouse of plain Delta tables under one root, with a transactional catalog and global versions."""
+
+    def __init__(self, store: ObjectStore, *, lease_seconds: float = 30.0, checkpoint_interval: int = 100) -> None:
+        self.store = store
+        self._ctx = LakeContext(
+            store,
+            GlobalLog(store),
+            SnapshotCache(store),
+            lease_seconds=lease_seconds,
+            checkpoint_interval=checkpoint_interval,
+        )
+
+    @property
+    def uri(self) -> str:
+        return self.store.uri
+
+    @property
+    def context(self) -> LakeContext:
+        return self._ctx
+
+    def _initialize(self) -> None:
+        """Write global version 0 (empty catalog), idempotently: racing initializers are fine."""
+        glog = self._ctx.glog
+        now = now_ms()
+        record = GlobalRecord(0, "init", "init", -1, "serializable", now, now, info={"format": 1})
+        with contextlib.suppress(ObjectAlreadyExistsError):
+            self.store.put_if_absent(glog.record_path(0), record.to_bytes())
+        glog.decide(Outcome(0, "init", "committed", {}, now))
+
+    # ----------------------------------------------------------------------------------------- reads
+
+    def version(self) -> int:
+        """The latest committed (decided) lakehouse version."""
+        return self._ctx.latest_state().version
+
+    def snapshot(self, version: int | None = None) -> LakehouseSnapshot:
+        """A consistent read-only view at ``version`` (latest when ``None``)."""
+        if version is None:
+            return LakehouseSnapshot(self._ctx, self._ctx.latest_state())
+        if version < 0:
+            raise VersionNotFoundError(f"no lakehouse version {version}", version=version)
+        return LakehouseSnapshot(self._ctx, self._ctx.glog.state_at(version))
+
+    def tables(self, namespace: str | None = None) -> list[str]:
+        return self._ctx.latest_state().table_names(namespace)
+
+    def namespaces(self) -> list[str]:
+        return sorted(self._ctx.latest_state().namespaces)
+
+    def table_location(self, name: str) -> str:
+        """The URI of the plain Delta table behind ``name``."""
+        entry = self.snapshot().entry(name)
+        return self.store.url(entry.path)
+
+    def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        return self.snapshot().read_arrow(name, where, columns)
+
+    # ------------------------------------------------------------------------------------ transactions
+
+    def transaction(self, isolation: Isolation = "serializable") -> Transaction:
+        """Begin a transaction at the latest lakehouse version (use it as a context manager)."""
+        return Transaction(self._ctx, isolation)
+
+    def run(
+        self,
+        fn: Callable[[Transaction], T],
+        *,
+        isolation: Isolation = "serializable",
+        retries: int = 10,
+        base_delay: float = 0.01,
+        max_delay: float = 1.0,
+    ) -> T:
+        """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter)."""
+        attempt = 0
+        while True:
+            tx = self.transaction(isolation)
+            try:
+                value = fn(tx)
+                if tx.status == "active":
+                    tx.commit()
+                return value
+            except ConflictError:
+                if attempt >= retries:
+                    raise
+            except BaseException:
+                if tx.status == "active":
+                    tx.abort()
+                raise
+            time.sleep(random.uniform(0, min(max_delay, base_delay * 2**attempt)))
+            attempt += 1
+
+    def _ddl(self, fn: Callable[[Transaction], None]) -> CommitResult:
+        def body(tx: Transaction) -> CommitResult:
+            fn(tx)
+            return tx.commit()
+
+        return self.run(body, isolation="snapshot")
+
+    # ----------------------------------------------------------------------------------------- catalog
+
+    def create_namespace(
+        self, name: str, properties: Mapping[str, str] | None = None, *, if_not_exists: bool = False
+    ) -> None:
+        self._ddl(lambda tx: tx.create_namespace(name, properties, if_not_exists=if_not_exists))
+
+    def drop_namespace(self, name: str) -> None:
+        self._ddl(lambda tx: tx.drop_namespace(name))
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        if_not_exists: bool = False,
+    ) -> None:
+        """Create an empty Delta table ``namespace.table`` (the namespace is created if needed)."""
+        self._ddl(
+            lambda tx: tx.create_table(
+                name,
+                schema,
+                partition_by=partition_by,
+                properties=properties,
+                description=description,
+                if_not_exists=if_not_exists,
+            )
+        )
+
+    def drop_table(self, name: str) -> None:
+        self._ddl(lambda tx: tx.drop_table(name))
+
+    def rename_table(self, name: str, new_name: str) -> None:
+        self._ddl(lambda tx: tx.rename_table(name, new_name))
+
+    def sync(self) -> CommitResult:
+        """Adopt commits that plain Delta writers made to lakehouse tables into a new global version.
+
+        Until adopted (by ``sync`` or by the next txlake transaction writing that table), lakehouse readers
+        keep seeing each table at the version the lakehouse log maps it to.
+        """
+
+        def body(tx: Transaction) -> CommitResult:
+            for name in tx.tables():
+                tx.adopt(name)
+            return tx.commit()
+
+        return self.run(body, isolation="snapshot")
+
+    def delta_log(self, name: str) -> DeltaLog:
+        entry = self.snapshot().entry(name)
+        return DeltaLog(self.store, entry.path, name=entry.name)
+
+    def __repr__(self) -> str:
+        return f"Lakehouse({self.uri!r}, version={self.version()})"
+
+
+def connect(
+    uri: str,
+    storage_options: Mapping[str, Any] | None = None,
+    *,
+    create: bool = True,
+    lease_seconds: float = 30.0,
+    checkpoint_interval: int = 100,
+) -> Lakehouse:
+    """Open the lakehouse at ``uri`` (``file:///dir``, ``s3://bucket/prefix``, ``memory://name``).
+
+    With ``create=True`` (default) an empty location is initialized; otherwise a location without a
+    lakehouse log raises :class:`VersionNotFoundError`.
+    """
+    store = ObjectStore.from_uri(uri, storage_options)
+    lake = Lakehouse(store, lease_seconds=lease_seconds, checkpoint_interval=checkpoint_interval)
+    if not store.exists(GlobalLog.record_path(0)) or not store.exists(GlobalLog.outcome_path(0)):
+        if not create:
+            raise VersionNotFoundError(f"no txlake lakehouse at {store.uri}", version=0)
+        lake._initialize()
+    return lake

@@ -1,0 +1,237 @@
+"""The lakehouse log under ``_txlake/log/``: claims, outcomes, global checkpoints, and state replay."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from txlake.errors import CorruptLogError, ObjectAlreadyExistsError, ObjectNotFoundError, VersionNotFoundError
+from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, apply
+from txlake.storage import ObjectStore
+
+ROOT = "_txlake"
+LOG_DIR = f"{ROOT}/log"
+_RECORD = re.compile(r"^(\d{20})\.json$")
+_OUTCOME = re.compile(r"^(\d{20})\.outcome\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.json$")
+
+
+class GlobalVersionTakenError(Exception):
+    """Internal: another transaction claimed this global version first (the claimer re-validates)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"global version {version} is taken")
+        self.version = version
+
+
+@dataclass
+class LogListing:
+    records: set[int] = field(default_factory=set)
+    outcomes: set[int] = field(default_factory=set)
+    checkpoints: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class LogTail:
+    """The decided state plus what lies beyond it: the (at most few) claimed but undecided records."""
+
+    state: LakehouseState
+    undecided: tuple[int, ...]
+    latest_claimed: int
+
+
+class GlobalLog:
+    """Reads and appends the lakehouse log; caches immutable records, outcomes and the newest state."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._records: dict[int, GlobalRecord] = {}
+        self._outcomes: dict[int, Outcome] = {}
+        self._states: dict[int, LakehouseState] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------------------------------ paths
+
+    @staticmethod
+    def record_path(version: int) -> str:
+        return f"{LOG_DIR}/{version:020d}.json"
+
+    @staticmethod
+    def outcome_path(version: int) -> str:
+        return f"{LOG_DIR}/{version:020d}.outcome.json"
+
+    @staticmethod
+    def checkpoint_path(version: int) -> str:
+        return f"{LOG_DIR}/{version:020d}.checkpoint.json"
+
+    # --------------------------------------------------------------------------------------- requests
+
+    def list(self, *, after: int | None = None) -> LogListing:
+        """One LIST of the log, of entries for versions > ``after`` (all when ``None``)."""
+        start = f"{LOG_DIR}/{after:020d}.~" if after is not None else None
+        listing = LogListing()
+        for meta in self.store.list(LOG_DIR, start_after=start):
+            name = meta.path.rsplit("/", 1)[-1]
+            if m := _RECORD.match(name):
+                listing.records.add(int(m.group(1)))
+            elif m := _OUTCOME.match(name):
+                listing.outcomes.add(int(m.group(1)))
+            elif m := _CHECKPOINT.match(name):
+                listing.checkpoints.add(int(m.group(1)))
+        return listing
+
+    def exists(self) -> bool:
+        return bool(self.list().records)
+
+    def read_record(self, version: int) -> GlobalRecord:
+        cached = self._records.get(version)
+        if cached is not None:
+            return cached
+        try:
+            data = self.store.get(self.record_path(version))
+        except ObjectNotFoundError as exc:
+            raise VersionNotFoundError(f"global version {version} does not exist", version=version) from exc
+        record = GlobalRecord.from_bytes(data, version=version)
+        if record.version != version:
+            raise CorruptLogError(f"global record {version} claims version {record.version}", version=version)
+        with self._lock:
+            self._records[version] = record
+        return record
+
+    def read_outcome(self, version: int) -> Outcome | None:
+        """The outcome of ``version`` or ``None`` while undecided."""
+        cached = self._outcomes.get(version)
+        if cached is not None:
+            return cached
+        try:
+            data = self.store.get(self.outcome_path(version))
+        except ObjectNotFoundError:
+            return None
+        outcome = Outcome.from_bytes(data, version=version)
+        with self._lock:
+            self._outcomes[version] = outcome
+        return outcome
+
+    def claim(self, record: GlobalRecord) -> None:
+        """Put-if-absent the record; :class:`GlobalVersionTakenError` if another client was first."""
+        try:
+            self.store.put_if_absent(self.record_path(record.version), record.to_bytes())
+        except ObjectAlreadyExistsError as exc:
+            raise GlobalVersionTakenError(record.version) from exc
+        with self._lock:
+            self._records[record.version] = record
+
+    def decide(self, outcome: Outcome) -> Outcome:
+        """Put-if-absent the outcome; if someone decided first, theirs is the outcome (returned)."""
+        try:
+            self.store.put_if_absent(self.outcome_path(outcome.version), outcome.to_bytes())
+        except ObjectAlreadyExistsError:
+            existing = self.read_outcome(outcome.version)
+            if existing is None:  # pragma: no cover - put-if-absent said it exists
+                raise
+            return existing
+        with self._lock:
+            self._outcomes[outcome.version] = outcome
+        return outcome
+
+    # ------------------------------------------------------------------------------------ checkpoints
+
+    def write_checkpoint(self, state: LakehouseState) -> None:
+        """Write the state at its version (idempotent) and point ``_last_checkpoint`` at it."""
+        with contextlib.suppress(ObjectAlreadyExistsError):
+            self.store.put_if_absent(self.checkpoint_path(state.version), state.to_bytes())
+        self.store.put(f"{ROOT}/_last_checkpoint", json.dumps({"version": state.version}).encode())
+
+    def read_checkpoint(self, version: int) -> LakehouseState:
+        state = LakehouseState.from_bytes(self.store.get(self.checkpoint_path(version)), version=version)
+        with self._lock:
+            self._states[state.version] = state
+        return state
+
+    def _last_checkpoint_hint(self) -> int | None:
+        try:
+            return int(json.loads(self.store.get(f"{ROOT}/_last_checkpoint"))["version"])
+        except (ObjectNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    # ------------------------------------------------------------------------------------------ state
+
+    def _nearest_state(self, at_most: int | None) -> LakehouseState | None:
+        with self._lock:
+            usable = [v for v in self._states if at_most is None or v <= at_most]
+            return self._states[max(usable)] if usable else None
+
+    def _fetch_all(self, versions: Sequence[int], outcomes: set[int]) -> None:
+        todo = [v for v in versions if v not in self._records or (v in outcomes and v not in self._outcomes)]
+        if not todo:
+            return
+
+        def fetch(v: int) -> None:
+            self.read_record(v)
+            if v in outcomes:
+                self.read_outcome(v)
+
+        if len(todo) == 1:
+            fetch(todo[0])
+            return
+        with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+            list(pool.map(fetch, todo))
+
+    def tail(self) -> LogTail:
+        """The newest decided state and the undecided claims beyond it (one LIST plus new entries)."""
+        base = self._nearest_state(None)
+        if base is None:
+            hint = self._last_checkpoint_hint()
+            if hint is not None:
+                try:
+                    base = self.read_checkpoint(hint)
+                except (ObjectNotFoundError, CorruptLogError):
+                    base = None
+        listing = self.list(after=base.version if base is not None else None)
+        if base is None:
+            if 0 not in listing.records:
+                raise VersionNotFoundError("the lakehouse log has no version 0 (not initialized)", version=0)
+            base = LakehouseState(version=-1)
+        return self._advance(base, listing, None)
+
+    def _advance(self, base: LakehouseState, listing: LogListing, stop_at: int | None) -> LogTail:
+        newer = sorted(v for v in listing.records if v > base.version and (stop_at is None or v <= stop_at))
+        self._fetch_all(newer, listing.outcomes)
+        state = base
+        undecided: list[int] = []
+        for v in newer:
+            if v != state.version + 1 and not undecided:
+                raise CorruptLogError(f"the lakehouse log has a gap at version {state.version + 1}", version=v)
+            outcome = self._outcomes.get(v) if v in listing.outcomes else None
+            if outcome is None or undecided:
+                undecided.append(v)
+                continue
+            state = apply(state, self._records[v], outcome)
+        with self._lock:
+            self._states[state.version] = state
+            if len(self._states) > 64:
+                for old in sorted(self._states)[:-32]:
+                    del self._states[old]
+        latest = max(newer) if newer else state.version
+        return LogTail(state, tuple(undecided), latest)
+
+    def state_at(self, version: int) -> LakehouseState:
+        """The decided state at ``version``; :class:`VersionNotFoundError` if not (yet) decided."""
+        with self._lock:
+            cached = self._states.get(version)
+        if cached is not None:
+            return cached
+        base = self._nearest_state(version)
+        if base is None:
+            checkpoints = [v for v in self.list().checkpoints if v <= version]
+            base = self.read_checkpoint(max(checkpoints)) if checkpoints else LakehouseState(version=-1)
+        listing = self.list(after=base.version)
+        tail = self._advance(base, listing, version)
+        if tail.state.version != version:
+            raise VersionNotFoundError(f"global version {version} is not decided", version=version)
+        return tail.state

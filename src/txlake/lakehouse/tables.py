@@ -1,0 +1,70 @@
+"""Delta snapshots of lakehouse tables at the versions the lakehouse maps them to (cached, incremental)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from txlake.delta.actions import Action
+from txlake.delta.log import DeltaLog
+from txlake.delta.snapshot import load_snapshot
+from txlake.delta.state import Snapshot, SnapshotBuilder
+from txlake.lakehouse.records import TableEntry
+from txlake.storage import ObjectStore
+
+
+class SnapshotCache:
+    """LRU of table snapshots by (table id, Delta version); newer versions are built incrementally."""
+
+    def __init__(self, store: ObjectStore, capacity: int = 256) -> None:
+        self.store = store
+        self.capacity = capacity
+        self._cache: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self._commits: OrderedDict[tuple[str, int], list[Action]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def log(self, entry: TableEntry) -> DeltaLog:
+        return DeltaLog(self.store, entry.path, name=entry.name)
+
+    def get(self, entry: TableEntry, version: int) -> Snapshot:
+        key = (entry.id, version)
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+            older = [v for (tid, v) in self._cache if tid == entry.id and v < version]
+            base = self._cache[(entry.id, max(older))] if older else None
+        log = self.log(entry)
+        if base is not None and version - base.version <= 200:
+            versions = list(range(base.version + 1, version + 1))
+            builder = SnapshotBuilder.from_snapshot(base)
+            for v, actions in zip(versions, log.read_commits(versions), strict=True):
+                builder.apply(v, actions, None)
+            snap = builder.finish()
+        else:
+            snap = load_snapshot(log, version)
+        self.put(entry.id, snap)
+        return snap
+
+    def commits(self, entry: TableEntry, versions: list[int]) -> list[list[Action]]:
+        """The actions of commits of ``entry`` (immutable, so cached)."""
+        with self._lock:
+            found = {v: self._commits[(entry.path, v)] for v in versions if (entry.path, v) in self._commits}
+        missing = [v for v in versions if v not in found]
+        if missing:
+            fetched = self.log(entry).read_commits(missing)
+            found.update(zip(missing, fetched, strict=True))
+            with self._lock:
+                for v, actions in zip(missing, fetched, strict=True):
+                    self._commits[(entry.path, v)] = actions
+                while len(self._commits) > 4 * self.capacity:
+                    self._commits.popitem(last=False)
+        return [found[v] for v in versions]
+
+    def put(self, table_id: str, snap: Snapshot) -> None:
+        with self._lock:
+            self._cache[(table_id, snap.version)] = snap
+            self._cache.move_to_end((table_id, snap.version))
+            while len(self._cache) > self.capacity:
+                self._cache.popitem(last=False)

@@ -1,0 +1,71 @@
+"""What a transaction needs from its lakehouse: storage, the global log, snapshot cache, settings."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from txlake.delta.log import DeltaLog
+from txlake.lakehouse.log import GlobalLog
+from txlake.lakehouse.records import LakehouseState, TableEntry
+from txlake.lakehouse.tables import SnapshotCache
+from txlake.storage import ObjectStore
+from txlake.txn.publish import publish
+
+
+@dataclass
+class LakeContext:
+    """Shared, thread-safe services of one connected lakehouse."""
+
+    store: ObjectStore
+    glog: GlobalLog
+    snapshots: SnapshotCache
+    lease_seconds: float = 30.0
+    commit_timeout: float = 120.0
+    checkpoint_interval: int = 100
+    helped: list[int] = field(default_factory=list)
+
+    def latest_state(self) -> LakehouseState:
+        """The newest decided lakehouse state (what a new transaction or snapshot reads)."""
+        return self.glog.tail().state
+
+    def settle(self, version: int) -> None:
+        """Wait for the outcome of a claimed version; after its lease, finish it ourselves (roll-forward)."""
+        record = self.glog.read_record(version)
+        delay = 0.001
+        while self.glog.read_outcome(version) is None:
+            if time.time() * 1000 >= record.lease_until_ms:
+                publish(self.store, self.glog, record)
+                self.helped.append(version)
+                return
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 0.05)
+
+    def settled_state(self) -> LakehouseState:
+        """The latest state with every claimed version decided (waiting for or helping undecided ones)."""
+        while True:
+            tail = self.glog.tail()
+            if not tail.undecided:
+                return tail.state
+            for v in tail.undecided:
+                self.settle(v)
+
+    def probe_delta_latest(self, entry: TableEntry, mapped: int) -> int:
+        """The table's newest Delta version, normally ``mapped`` (one HEAD); plain writers may be ahead."""
+        log = DeltaLog(self.store, entry.path, name=entry.name)
+        if not self.store.exists(log.commit_path(mapped + 1)):
+            return mapped
+        latest = log.list(from_version=mapped + 1).latest_commit
+        return latest if latest is not None else mapped
+
+    def table_path(self, namespace: str, short: str, table_id: str, *, taken: list[str]) -> str:
+        """``<namespace>/<table>`` unless that location is used (a dropped table's files), then suffixed."""
+        path = "/".join(namespace.split(".")) + "/" + short
+        if path in taken or DeltaLog(self.store, path).exists():
+            path = f"{path}-{table_id[:8]}"
+        return path
+
+    def after_commit(self, version: int) -> None:
+        if self.checkpoint_interval and version % self.checkpoint_interval == 0:
+            self.glog.write_checkpoint(self.glog.state_at(version))

@@ -1,0 +1,159 @@
+"""Publication (DESIGN §3 steps 3-4): turn a claimed global record into Delta commits and an outcome.
+
+Publication is deterministic and idempotent: the owner or any helper (after the owner's lease) may run
+it, any number of times, and they all reach the same Delta versions and the same outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Remove, action_from_json, now_ms
+from txlake.delta.log import DeltaLog
+from txlake.delta.schema import schema_from_json
+from txlake.delta.snapshot import load_snapshot
+from txlake.delta.table import commit_info
+from txlake.errors import ConflictError, VersionAlreadyExistsError
+from txlake.lakehouse.log import GlobalLog
+from txlake.lakehouse.records import GlobalRecord, Outcome, TableChange
+from txlake.storage import ObjectStore
+from txlake.txn.conflicts import ChangeSummary, PendingChange, check
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    outcome: Outcome
+    conflict: ConflictError | None = None
+
+
+def marker(actions: Sequence[Action]) -> dict[str, object] | None:
+    """The ``commitInfo.txlake`` annotation of a Delta commit, if txlake wrote it."""
+    for a in actions:
+        if isinstance(a, CommitInfo):
+            value = a.txlake
+            return dict(value) if value is not None else None
+    return None
+
+
+def load_actions(store: ObjectStore, change: TableChange) -> tuple[Action, ...]:
+    """A table change's actions, inline or from the prepared file it references."""
+    if change.actions_ref is None:
+        return change.actions
+    data = store.get(change.actions_ref)
+    return tuple(action_from_json(json.loads(line)) for line in data.decode().splitlines() if line.strip())
+
+
+def _put_walking(
+    log: DeltaLog,
+    start: int,
+    actions: Sequence[Action],
+    is_ours: Callable[[dict[str, object] | None], bool],
+    on_foreign: Callable[[int, list[Action]], None],
+) -> int:
+    """Put the commit at the first free version from ``start``; recognise our own earlier attempt."""
+    version = start
+    while True:
+        try:
+            log.write_commit(version, actions)
+            return version
+        except VersionAlreadyExistsError:
+            existing = log.read_commit(version)
+            if is_ours(marker(existing)):
+                return version
+            on_foreign(version, existing)
+            version += 1
+
+
+def _pending(store: ObjectStore, change: TableChange, actions: Sequence[Action], log: DeltaLog) -> PendingChange:
+    meta = next((a for a in actions if isinstance(a, Metadata)), None)
+    if meta is None:
+        meta = load_snapshot(log, change.base_version).metadata
+    return PendingChange(
+        table=log.name,
+        schema=schema_from_json(meta.schema_string),
+        partition_columns=meta.partition_columns,
+        mine=ChangeSummary.of(actions),
+        dml_reads=change.dml_reads,
+        query_reads=change.query_reads,
+    )
+
+
+def _compensate(log: DeltaLog, record: GlobalRecord, after: int, actions: Sequence[Action]) -> None:
+    """Undo a commit of an aborted record with an inverse commit (only when a plain writer raced us)."""
+    inverse: list[Action] = [
+        commit_info("TXLAKE COMPENSATE", {"globalVersion": record.version}, txlake=_tag(record, compensates=True))
+    ]
+    ts = now_ms()
+    for a in actions:
+        if isinstance(a, Add):
+            inverse.append(a.remove(deletion_timestamp=ts))
+        elif isinstance(a, Remove) and a.size is not None:
+            inverse.append(
+                Add(a.path, dict(a.partition_values or {}), a.size, ts, True, a.stats, a.tags),
+            )
+
+    def ours(m: dict[str, object] | None) -> bool:
+        return m is not None and m.get("txn") == record.txid and bool(m.get("compensates"))
+
+    _put_walking(log, after + 1, inverse, ours, lambda v, a: None)
+
+
+def _tag(record: GlobalRecord, *, compensates: bool = False) -> dict[str, object]:
+    tag: dict[str, object] = {"txn": record.txid, "globalVersion": record.version}
+    if compensates:
+        tag["compensates"] = True
+    return tag
+
+
+def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> PublishResult:
+    """Publish every table change of ``record`` and decide its outcome (idempotent, any client)."""
+    versions: dict[str, int] = {}
+    done: list[tuple[DeltaLog, int, Sequence[Action]]] = []
+    for change in sorted(record.tables, key=lambda c: c.table_id):
+        if not change.writes:
+            versions[change.table_id] = change.base_version
+            continue
+        log = DeltaLog(store, change.path)
+        actions = load_actions(store, change)
+        info = commit_info(
+            change.operation,
+            {"globalVersion": record.version, "isolation": record.isolation},
+            isBlindAppend=change.blind_append,
+            txlake=_tag(record),
+        )
+        full: list[Action] = [info, *actions]
+
+        def ours(m: dict[str, object] | None) -> bool:
+            return m is not None and m.get("txn") == record.txid and not m.get("compensates")
+
+        def foreign(
+            version: int,
+            existing: list[Action],
+            change: TableChange = change,
+            log: DeltaLog = log,
+            actions: Sequence[Action] = actions,
+        ) -> None:
+            pending = _pending(store, change, actions, log)
+            check(
+                pending,
+                ChangeSummary.of(existing),
+                record.isolation,
+                read_version=change.base_version,
+                winning_version=version,
+            )
+
+        try:
+            version = _put_walking(log, change.base_version + 1, full, ours, foreign)
+        except ConflictError as conflict:
+            for done_log, done_version, done_actions in done:
+                _compensate(done_log, record, done_version, done_actions)
+            outcome = glog.decide(
+                Outcome(record.version, record.txid, "aborted", {}, now_ms(), reason=f"plain writer: {conflict}")
+            )
+            return PublishResult(outcome, conflict)
+        versions[change.table_id] = version
+        done.append((log, version, actions))
+    outcome = glog.decide(Outcome(record.version, record.txid, "committed", versions, now_ms()))
+    return PublishResult(outcome)

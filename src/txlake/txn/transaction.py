@@ -1,0 +1,518 @@
+"""Multi-statement, multi-table transactions: staged writes, snapshot reads at G0, validate-claim-publish."""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
+
+import pyarrow as pa
+
+from txlake.delta.actions import Metadata, Protocol, now_ms
+from txlake.delta.schema import conform, normalize_schema, schema_to_json
+from txlake.delta.state import Snapshot
+from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
+from txlake.errors import (
+    ConcurrentTransactionError,
+    ConflictError,
+    PredicateError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionClosedError,
+    TxlakeError,
+)
+from txlake.expr import parse_expression
+from txlake.lakehouse.log import GlobalVersionTakenError
+from txlake.lakehouse.records import (
+    ISOLATION_LEVELS,
+    CatalogOp,
+    GlobalRecord,
+    Isolation,
+    LakehouseState,
+    ReadSet,
+    TableChange,
+    TableEntry,
+    apply_catalog,
+)
+from txlake.txn.conflicts import ChangeSummary, PendingChange, check
+from txlake.txn.publish import publish
+from txlake.txn.staging import TableWork
+
+if TYPE_CHECKING:
+    from txlake.txn.context import LakeContext
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TxStatus = Literal["active", "committed", "aborted"]
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``namespace.table`` -> (namespace, table); nested namespaces ``a.b.t`` are allowed."""
+    parts = name.split(".")
+    if len(parts) < 2 or not all(_NAME.match(p) for p in parts):
+        raise ValueError(f"table names look like 'namespace.table' (letters, digits, _), got {name!r}")
+    return ".".join(parts[:-1]), parts[-1]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """What a successful commit did."""
+
+    version: int
+    read_version: int
+    table_versions: Mapping[str, int] = field(default_factory=dict)
+    read_only: bool = False
+    rebases: int = 0
+
+
+class Transaction:
+    """A multi-statement, multi-table transaction at one isolation level.
+
+    Every table is read at the Delta version the lakehouse state at the start version ``read_version``
+    maps it to, plus this transaction's own staged writes. Use it as a context manager: the block
+    commits when it succeeds and aborts when it raises. A transaction cannot be reused.
+    """
+
+    def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable") -> None:
+        if isolation not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+        self._ctx = ctx
+        self.isolation: Isolation = isolation
+        self.txid = uuid.uuid4().hex
+        self._start: LakehouseState = ctx.latest_state()
+        self._view: LakehouseState = self._start
+        self._ops: list[CatalogOp] = []
+        self._work: dict[str, TableWork] = {}
+        self._adopt: set[str] = set()
+        self._status: TxStatus = "active"
+        self.result: CommitResult | None = None
+
+    # ------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def read_version(self) -> int:
+        return self._start.version
+
+    @property
+    def status(self) -> TxStatus:
+        return self._status
+
+    def __enter__(self) -> Transaction:
+        self._ensure_active()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._status != "active":
+            return
+        if exc_type is None:
+            self.commit()
+        elif issubclass(exc_type, Exception):
+            self.abort()
+        # BaseException (KeyboardInterrupt, a simulated crash): leave everything as a crash would
+
+    def _ensure_active(self) -> None:
+        if self._status != "active":
+            raise TransactionClosedError(f"transaction {self.txid} is already {self._status}")
+
+    def abort(self) -> None:
+        """Discard everything staged; data files written so far are deleted (nothing was published)."""
+        self._ensure_active()
+        self._status = "aborted"
+        self._discard()
+
+    def _discard(self) -> None:
+        for work in self._work.values():
+            try:
+                work.discard()
+            except TxlakeError:
+                continue  # left as an orphan for vacuum: its txid names it
+
+    # ---------------------------------------------------------------------------------------- catalog
+
+    def _entry(self, name: str) -> TableEntry:
+        entry = self._view.table_by_name(name)
+        if entry is None:
+            raise TableNotFoundError(f"no table {name!r} at lakehouse version {self.read_version}", table=name)
+        return entry
+
+    def _table(self, name: str) -> TableWork:
+        self._ensure_active()
+        entry = self._entry(name)
+        work = self._work.get(entry.id)
+        if work is None:
+            snapshot: Snapshot | None = None
+            if entry.id in self._start.tables:
+                snapshot = self._ctx.snapshots.get(entry, self._start.table_versions[entry.id])
+            work = TableWork(entry, snapshot, self._ctx.store, self.txid)
+            self._work[entry.id] = work
+        return work
+
+    def _catalog(self, op: CatalogOp) -> None:
+        self._ops.append(op)
+        self._view = apply_catalog(self._view, [op], self._view.version)
+
+    def create_namespace(
+        self, name: str, properties: Mapping[str, str] | None = None, *, if_not_exists: bool = False
+    ) -> None:
+        self._ensure_active()
+        if not all(_NAME.match(p) for p in name.split(".")):
+            raise ValueError(f"invalid namespace name {name!r}")
+        if self._view.has_namespace(name):
+            if if_not_exists:
+                return
+            raise TableAlreadyExistsError(f"namespace {name!r} already exists", table=name)
+        self._catalog(CatalogOp("create_namespace", name, properties=dict(properties or {})))
+
+    def drop_namespace(self, name: str) -> None:
+        self._ensure_active()
+        if not self._view.has_namespace(name):
+            raise TableNotFoundError(f"no namespace {name!r}", table=name)
+        if self._view.table_names(name):
+            raise ValueError(f"namespace {name!r} is not empty")
+        self._catalog(CatalogOp("drop_namespace", name))
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema,
+        *,
+        partition_by: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        if_not_exists: bool = False,
+    ) -> None:
+        """Create a table (visible to this transaction at once, to others when it commits)."""
+        self._ensure_active()
+        namespace, short = split_name(name)
+        if not isinstance(schema, pa.Schema):
+            raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        if self._view.table_by_name(name) is not None:
+            if if_not_exists:
+                return
+            raise TableAlreadyExistsError(f"table {name!r} already exists", table=name)
+        if not self._view.has_namespace(namespace):
+            self._catalog(CatalogOp("create_namespace", namespace))
+        partition_by = list(partition_by or [])
+        missing = [c for c in partition_by if c not in schema.names]
+        if missing:
+            raise SchemaMismatchError(f"partition columns not in schema: {missing}", table=name, columns=missing)
+        table_id = str(uuid.uuid4())
+        path = self._ctx.table_path(namespace, short, table_id, taken=[t.path for t in self._view.tables.values()])
+        metadata = Metadata.new(
+            schema_to_json(schema), partition_by, properties, name=short, description=description, table_id=table_id
+        )
+        self._catalog(CatalogOp("create_table", name, table_id=table_id, path=path, properties=dict(properties or {})))
+        entry = self._entry(name)
+        self._work[table_id] = TableWork(
+            entry, None, self._ctx.store, self.txid, created_metadata=metadata, created_protocol=Protocol(1, 2)
+        )
+
+    def drop_table(self, name: str) -> None:
+        """Remove the table from the catalog (its files stay until vacuum; time travel still sees it)."""
+        entry = self._entry(name)
+        self._ensure_active()
+        work = self._work.pop(entry.id, None)
+        if work is not None:
+            work.discard()
+        self._catalog(CatalogOp("drop_table", entry.name, table_id=entry.id))
+
+    def rename_table(self, name: str, new_name: str) -> None:
+        entry = self._entry(name)
+        self._ensure_active()
+        namespace, _ = split_name(new_name)
+        if self._view.table_by_name(new_name) is not None:
+            raise TableAlreadyExistsError(f"table {new_name!r} already exists", table=new_name)
+        if not self._view.has_namespace(namespace):
+            self._catalog(CatalogOp("create_namespace", namespace))
+        self._catalog(CatalogOp("rename_table", entry.name, table_id=entry.id, new_name=new_name))
+
+    def tables(self, namespace: str | None = None) -> list[str]:
+        return self._view.table_names(namespace)
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows of ``name`` matching ``where`` as this transaction sees them (its snapshot + own writes)."""
+        return self._table(name).scan(where, columns)
+
+    def schema(self, name: str) -> pa.Schema:
+        return self._table(name).schema
+
+    # ----------------------------------------------------------------------------------------- writes
+
+    def append(self, name: str, data: pa.Table) -> int:
+        """Stage ``data`` as new rows of ``name``; returns the number of rows."""
+        if not isinstance(data, pa.Table):
+            raise TypeError(f"data must be a pyarrow.Table, got {type(data).__name__}")
+        return self._table(name).append(data)
+
+    def overwrite(self, name: str, data: pa.Table, where: str | None = None) -> int:
+        """Replace all rows (or the rows matching ``where``) with ``data``; every row of ``data`` must match."""
+        if not isinstance(data, pa.Table):
+            raise TypeError(f"data must be a pyarrow.Table, got {type(data).__name__}")
+        work = self._table(name)
+        if where is None:
+            return work.overwrite_all(data)
+        predicate = work.bind(where)
+        assert predicate is not None
+        conformed = conform(data, normalize_schema(work.schema), table=work.entry.name)
+        mask = predicate.mask(conformed)
+        if mask.null_count or not all(mask.to_pylist()):
+            raise PredicateError(f"data written to {name} does not all match the replace condition", expression=where)
+        work.rewrite(where, "OVERWRITE", lambda rows, p: delete_rows(rows, p))
+        work.append(conformed)
+        return int(data.num_rows)
+
+    def delete(self, name: str, where: str | None = None) -> int:
+        """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted."""
+        return self._table(name).rewrite(where, "DELETE", lambda rows, p: delete_rows(rows, p))
+
+    def update(self, name: str, set: Mapping[str, str], where: str | None = None) -> int:
+        """``UPDATE name SET col = expr, ... WHERE where``; expressions are Spark SQL strings."""
+        work = self._table(name)
+        if not set:
+            raise ValueError("update needs at least one column in set=")
+        schema = work.schema
+        lower = {n.lower(): n for n in schema.names}
+        bound = {}
+        for col, expr in set.items():
+            real = lower.get(col.lower())
+            if real is None:
+                raise SchemaMismatchError(f"no column {col!r} in {name}", table=name, columns=[col])
+            if real in work.partition_columns:
+                raise ValueError(f"updating partition column {real!r} is not supported")
+            bound[real] = parse_expression(expr).bind(schema)
+        return work.rewrite(where, "UPDATE", lambda rows, p: update_rows(rows, bound, p))
+
+    def merge(
+        self,
+        name: str,
+        source: pa.Table,
+        on: str,
+        *,
+        when_matched_update: Mapping[str, str] | Literal["*"] | None = None,
+        when_matched_delete: bool | str | None = None,
+        when_not_matched_insert: Mapping[str, str] | Literal["*"] | None = None,
+        target_alias: str = "t",
+        source_alias: str = "s",
+    ) -> MergeMetrics:
+        """``MERGE INTO name AS t USING source AS s ON on`` with the given clauses (copy-on-write)."""
+        if not isinstance(source, pa.Table):
+            raise TypeError(f"source must be a pyarrow.Table, got {type(source).__name__}")
+        work = self._table(name)
+        files = work.live_files()
+        work.record_dml(None, files)  # merge reads the whole target: conservative read set
+        targets = [work.read_one(a) for a in files]
+        result = merge_rows(
+            targets,
+            source,
+            on=on,
+            matched_update=when_matched_update,
+            matched_delete=when_matched_delete,
+            not_matched_insert=when_not_matched_insert,
+            target_alias=target_alias,
+            source_alias=source_alias,
+            table_name=work.entry.name,
+        )
+        for add, new_rows in zip(files, result.files, strict=True):
+            if new_rows is None:
+                continue
+            work.replace_file(add, new_rows)
+        if result.inserted.num_rows:
+            work.append(result.inserted)
+        work.operations.append("MERGE")
+        return MergeMetrics(result.num_updated, result.num_deleted, result.num_inserted)
+
+    # ----------------------------------------------------------------------------------------- commit
+
+    def adopt(self, name: str) -> None:
+        """Record plain-Delta commits of ``name`` beyond the lakehouse's map in this transaction's version."""
+        self._ensure_active()
+        self._table(name)
+        self._adopt.add(self._entry(name).id)
+
+    @property
+    def writes(self) -> bool:
+        return bool(self._ops) or bool(self._adopt) or any(w.writes for w in self._work.values())
+
+    def commit(self) -> CommitResult:
+        """Validate, claim the next global version, publish, decide. Raises a ConflictError on conflict."""
+        self._ensure_active()
+        if not self.writes:
+            self._status = "committed"
+            self.result = CommitResult(self.read_version, self.read_version, read_only=True)
+            return self.result
+        try:
+            result = self._commit()
+        except ConflictError:
+            self._status = "aborted"
+            self._discard()
+            raise
+        except Exception:
+            self._status = "aborted"
+            self._discard()
+            raise
+        self._status = "committed"
+        self.result = result
+        return result
+
+    def _commit(self) -> CommitResult:
+        checked: dict[str, int] = {tid: w.base_version for tid, w in self._work.items()}
+        rebases = 0
+        deadline = time.monotonic() + self._ctx.commit_timeout
+        while True:
+            latest = self._ctx.settled_state()
+            self._validate_catalog(latest)
+            bases = self._validate_tables(latest, checked)
+            record = self._record(latest, bases)
+            if not record.tables and not record.catalog:
+                return CommitResult(latest.version, self.read_version, read_only=True)
+            try:
+                self._ctx.glog.claim(record)
+            except GlobalVersionTakenError:
+                rebases += 1
+                if time.monotonic() > deadline:
+                    raise ConcurrentTransactionError(
+                        f"could not claim a global version within {self._ctx.commit_timeout:.0f}s",
+                        read_version=self.read_version,
+                    ) from None
+                time.sleep(random.uniform(0, min(0.05, 0.002 * 2 ** min(rebases, 5))))
+                continue
+            published = publish(self._ctx.store, self._ctx.glog, record)
+            if published.conflict is not None:
+                raise published.conflict
+            if not published.outcome.committed:
+                raise ConcurrentTransactionError(
+                    f"global version {record.version} was aborted: {published.outcome.reason}",
+                    read_version=self.read_version,
+                    winning_version=record.version,
+                )
+            self._ctx.after_commit(record.version)
+            return CommitResult(
+                record.version, self.read_version, dict(published.outcome.table_versions), rebases=rebases
+            )
+
+    def _validate_catalog(self, latest: LakehouseState) -> None:
+        """Re-check this transaction's catalog assumptions against the latest state (requirements)."""
+        for tid, work in self._work.items():
+            if work.snapshot is None:
+                continue
+            touched = work.writes or (self.isolation == "serializable" and bool(work.query_predicates))
+            if touched and tid not in latest.tables:
+                raise ConcurrentTransactionError(
+                    f"table {work.entry.name} was dropped concurrently",
+                    table=work.entry.name,
+                    read_version=self.read_version,
+                    winning_version=latest.version,
+                )
+        state = latest
+        for op in self._ops:
+            if op.op == "create_namespace" and state.has_namespace(op.name):
+                self._conflict_catalog(f"namespace {op.name} was created concurrently", op.name, latest)
+            if op.op == "create_table" and state.table_by_name(op.name) is not None:
+                self._conflict_catalog(f"table {op.name} was created concurrently", op.name, latest)
+            if op.op in ("drop_table", "rename_table", "set_properties") and op.table_id not in state.tables:
+                self._conflict_catalog(f"table {op.name} was dropped concurrently", op.name, latest)
+            if op.op == "rename_table" and op.new_name and state.table_by_name(op.new_name) is not None:
+                self._conflict_catalog(f"table {op.new_name} was created concurrently", op.new_name, latest)
+            if op.op == "drop_namespace" and state.table_names(op.name):
+                self._conflict_catalog(f"namespace {op.name} got tables concurrently", op.name, latest)
+            state = apply_catalog(state, [op], state.version)
+
+    def _conflict_catalog(self, message: str, name: str, latest: LakehouseState) -> None:
+        raise ConcurrentTransactionError(
+            message, table=name, read_version=self.read_version, winning_version=latest.version
+        )
+
+    def _validate_tables(self, latest: LakehouseState, checked: dict[str, int]) -> dict[str, int]:
+        """Check every Delta commit since this transaction's snapshot of each table it touched.
+
+        Returns the Delta version each written table's commit will follow (its base), including
+        plain-Delta commits found beyond the lakehouse's map (which this record then adopts).
+        """
+        bases: dict[str, int] = {}
+        for tid, work in self._work.items():
+            if work.snapshot is None:
+                bases[tid] = -1
+                continue
+            if tid not in latest.tables:
+                continue
+            pending = self._pending(work)
+            relevant = work.writes or self.isolation == "serializable"
+            mapped = latest.table_versions[tid]
+            upto = mapped
+            if work.writes or tid in self._adopt:
+                upto = self._ctx.probe_delta_latest(work.entry, mapped)
+            if relevant and upto > checked[tid]:
+                versions = list(range(checked[tid] + 1, upto + 1))
+                for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
+                    check(
+                        pending,
+                        ChangeSummary.of(actions),
+                        self.isolation,
+                        read_version=self.read_version,
+                        winning_version=v,
+                    )
+                checked[tid] = upto
+            bases[tid] = upto
+        return bases
+
+    def _pending(self, work: TableWork) -> PendingChange:
+        return PendingChange(
+            table=work.entry.name,
+            schema=work.schema,
+            partition_columns=work.partition_columns,
+            mine=ChangeSummary.of(work.actions()),
+            dml_reads=work.dml_reads(),
+            query_reads=work.query_reads(),
+        )
+
+    def _record(self, latest: LakehouseState, bases: Mapping[str, int]) -> GlobalRecord:
+        changes = []
+        for tid, work in self._work.items():
+            if tid not in bases:
+                continue
+            adopting = tid in self._adopt and bases[tid] > latest.table_versions.get(tid, -1)
+            if not work.writes and not adopting and not (self.isolation == "serializable" and work.query_predicates):
+                continue
+            mapped = latest.table_versions.get(tid, -1)
+            actions = tuple(work.actions()) if work.writes else ()
+            changes.append(
+                TableChange(
+                    table_id=tid,
+                    path=work.entry.path,
+                    base_version=bases[tid],
+                    actions=actions,
+                    operation=work.operation(),
+                    blind_append=work.only_appends and work.snapshot is not None,
+                    dml_reads=work.dml_reads(),
+                    query_reads=work.query_reads() if self.isolation == "serializable" else ReadSet(),
+                    adopted_from=mapped + 1 if bases[tid] > mapped >= 0 else None,
+                )
+            )
+        now = now_ms()
+        return GlobalRecord(
+            version=latest.version + 1,
+            txid=self.txid,
+            kind="txn",
+            read_version=self.read_version,
+            isolation=self.isolation,
+            timestamp_ms=now,
+            lease_until_ms=now + int(self._ctx.lease_seconds * 1000),
+            tables=tuple(changes),
+            catalog=tuple(self._ops),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MergeMetrics:
+    num_updated: int
+    num_deleted: int
+    num_inserted: int

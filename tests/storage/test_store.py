@@ -1,0 +1,462 @@
+"""The object-store layer on every backend: file://, memory:// and a real SeaweedFS S3 server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+
+import pytest
+
+from tests.services import StoreLocation
+from txlake.errors import (
+    InjectedFaultError,
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    SimulatedCrash,
+    StorageError,
+    TransientStorageError,
+)
+from txlake.storage import FaultRule, ObjectMeta, ObjectStore, RequestCounts
+
+
+@pytest.fixture
+def store(any_store_uri: StoreLocation) -> ObjectStore:
+    """A fresh, empty store on the backend under test, with fast retries."""
+    options = dict(any_store_uri.storage_options, retry_base_delay="0.01")
+    return ObjectStore.from_uri(any_store_uri.uri, options)
+
+
+def _paths(metas: list[ObjectMeta]) -> list[str]:
+    return [m.path for m in metas]
+
+
+# -------------------------------------------------------------------------------------------- basic I/O
+
+
+def test_put_then_get_returns_the_bytes(store: ObjectStore) -> None:
+    store.put("a/b.bin", b"\x00hello\xff")
+    assert store.get("a/b.bin") == b"\x00hello\xff"
+    store.put("a/b.bin", b"replaced")
+    assert store.get("a/b.bin") == b"replaced"
+
+
+def test_get_range_returns_the_half_open_slice(store: ObjectStore) -> None:
+    store.put("r", b"0123456789")
+    assert store.get_range("r", 2, 5) == b"234"
+    assert store.get_range("r", 0, 10) == b"0123456789"
+
+
+def test_empty_object_round_trips(store: ObjectStore) -> None:
+    store.put("empty", b"")
+    assert store.get("empty") == b""
+    assert store.head("empty").size == 0
+
+
+def test_head_reports_path_size_and_modification_time(store: ObjectStore) -> None:
+    store.put("dir/obj.json", b"12345")
+    meta = store.head("dir/obj.json")
+    assert isinstance(meta, ObjectMeta)
+    assert meta.path == "dir/obj.json"
+    assert meta.size == 5
+    assert isinstance(meta.last_modified, datetime)
+    assert meta.last_modified.tzinfo is not None
+    assert store.exists("dir/obj.json")
+
+
+@pytest.mark.parametrize("kind", ["GET", "HEAD"])
+def test_missing_object_is_object_not_found(store: ObjectStore, kind: str) -> None:
+    with pytest.raises(ObjectNotFoundError) as info:
+        if kind == "GET":
+            store.get("no/such/object")
+        else:
+            store.head("no/such/object")
+    assert isinstance(info.value, FileNotFoundError)
+    assert isinstance(info.value, StorageError)
+    assert info.value.path == "no/such/object"
+    assert info.value.kind == kind
+
+
+def test_exists_is_false_for_a_missing_object(store: ObjectStore) -> None:
+    assert not store.exists("nothing-here")
+
+
+def test_list_is_recursive_and_sorted(store: ObjectStore) -> None:
+    keys = ["b/2", "a/x/1", "a/1", "ab/1", "a/x/y/0", "c", "a/0"]
+    for key in keys:
+        store.put(key, key.encode())
+    everything = store.list("")
+    assert _paths(everything) == sorted(keys)
+    assert all(isinstance(m, ObjectMeta) for m in everything)
+    assert {m.path: m.size for m in everything} == {k: len(k) for k in keys}
+    # A prefix is a directory: "a" does not match "ab/1".
+    assert _paths(store.list("a")) == ["a/0", "a/1", "a/x/1", "a/x/y/0"]
+    assert _paths(store.list("a/")) == ["a/0", "a/1", "a/x/1", "a/x/y/0"]
+    assert _paths(store.list("a/x")) == ["a/x/1", "a/x/y/0"]
+
+
+def test_list_of_a_missing_prefix_is_empty(store: ObjectStore) -> None:
+    assert store.list("nothing/here") == []
+    store.put("other/x", b"1")
+    assert store.list("nothing") == []
+
+
+def test_list_start_after_skips_up_to_and_including_the_marker(store: ObjectStore) -> None:
+    names = [f"_delta_log/{v:020d}.json" for v in range(6)]
+    for name in reversed(names):
+        store.put(name, b"{}")
+    store.put("_delta_log/_last_checkpoint", b"{}")
+    store.put("data/part-0.parquet", b"x")
+    after = store.list("_delta_log", start_after=names[2])
+    assert _paths(after) == [*names[3:], "_delta_log/_last_checkpoint"]
+    assert store.list("_delta_log", start_after="_delta_log/_last_checkpoint") == []
+    # A marker that is not an object works too (it is a position, not a key).
+    assert _paths(store.list("_delta_log", start_after=names[4] + "0")) == [
+        names[5],
+        "_delta_log/_last_checkpoint",
+    ]
+
+
+def test_list_dir_returns_one_level(store: ObjectStore) -> None:
+    for key in ["t/_delta_log/0.json", "t/_delta_log/1.json", "t/part-1", "t/part-0", "t/x/y/z", "u/1"]:
+        store.put(key, b"1")
+    dirs, objects = store.list_dir("t")
+    assert dirs == ["t/_delta_log", "t/x"]
+    assert _paths(objects) == ["t/part-0", "t/part-1"]
+    top_dirs, top_objects = store.list_dir("")
+    assert top_dirs == ["t", "u"]
+    assert top_objects == []
+    assert store.list_dir("missing") == ([], [])
+
+
+def test_delete_removes_and_missing_is_fine(store: ObjectStore) -> None:
+    store.put("d/x", b"1")
+    store.put("d/y", b"2")
+    store.delete("d/x")
+    assert not store.exists("d/x")
+    assert _paths(store.list("d")) == ["d/y"]
+    store.delete("d/x")
+    store.delete("never/existed")
+
+
+# ----------------------------------------------------------------------------------------- put_if_absent
+
+
+def test_put_if_absent_creates_once_then_refuses(store: ObjectStore) -> None:
+    store.put_if_absent("log/00000000000000000000.json", b"first")
+    with pytest.raises(ObjectAlreadyExistsError) as info:
+        store.put_if_absent("log/00000000000000000000.json", b"second")
+    assert isinstance(info.value, FileExistsError)
+    assert info.value.path == "log/00000000000000000000.json"
+    assert info.value.kind == "PUT"
+    assert store.get("log/00000000000000000000.json") == b"first"
+
+
+def test_put_if_absent_refuses_identical_bytes_too(store: ObjectStore) -> None:
+    store.put_if_absent("k", b"same")
+    with pytest.raises(ObjectAlreadyExistsError):
+        store.put_if_absent("k", b"same")
+
+
+def test_put_if_absent_after_delete_succeeds(store: ObjectStore) -> None:
+    store.put_if_absent("k", b"1")
+    store.delete("k")
+    store.put_if_absent("k", b"2")
+    assert store.get("k") == b"2"
+
+
+def test_put_if_absent_race_has_exactly_one_winner(store: ObjectStore) -> None:
+    """16 threads put_if_absent the same key with distinct content: one wins, 15 lose, every round."""
+    writers, rounds = 16, 30
+    barrier = threading.Barrier(writers, timeout=120)
+    outcomes: list[list[tuple[int, str]]] = [[] for _ in range(rounds)]
+    lock = threading.Lock()
+
+    def writer(ident: int) -> None:
+        for rnd in range(rounds):
+            barrier.wait()
+            key = f"_txlake/log/{rnd:020d}.json"
+            try:
+                store.put_if_absent(key, f"writer-{ident}-round-{rnd}".encode())
+                outcome = "won"
+            except ObjectAlreadyExistsError as exc:
+                outcome = "lost" if exc.path == key else f"lost with path {exc.path!r}"
+            except Exception as exc:
+                outcome = f"error {type(exc).__name__}"
+            with lock:
+                outcomes[rnd].append((ident, outcome))
+
+    with ThreadPoolExecutor(max_workers=writers) as pool:
+        for future in [pool.submit(writer, i) for i in range(writers)]:
+            future.result()
+
+    for rnd, results in enumerate(outcomes):
+        assert len(results) == writers
+        winners = [ident for ident, outcome in results if outcome == "won"]
+        others = sorted({outcome for _, outcome in results} - {"won"})
+        assert len(winners) == 1, f"round {rnd}: winners {winners}"
+        assert others == ["lost"], f"round {rnd}: {others}"
+        stored = store.get(f"_txlake/log/{rnd:020d}.json")
+        assert stored == f"writer-{winners[0]}-round-{rnd}".encode()
+
+
+# ---------------------------------------------------------------------------------------------- counters
+
+
+def test_counters_count_each_request_kind(store: ObjectStore) -> None:
+    counters = store.counters
+    assert counters.snapshot() == RequestCounts()
+    store.put("a/1", b"1")
+    store.put_if_absent("a/2", b"2")
+    with pytest.raises(ObjectAlreadyExistsError):
+        store.put_if_absent("a/2", b"again")
+    store.get("a/1")
+    store.get_range("a/1", 0, 1)
+    with pytest.raises(ObjectNotFoundError):
+        store.get("a/missing")
+    store.head("a/1")
+    assert not store.exists("a/missing")
+    store.list("a")
+    store.list_dir("")
+    store.delete("a/1")
+    store.delete("a/missing")
+    assert counters.snapshot() == RequestCounts(get=3, head=2, list=2, put=3, delete=2)
+    assert counters.snapshot().total == 12
+    assert counters.snapshot().as_dict() == {"GET": 3, "HEAD": 2, "LIST": 2, "PUT": 3, "DELETE": 2}
+    counters.reset()
+    assert counters.snapshot() == RequestCounts()
+
+
+def test_measure_counts_only_inside_the_block(store: ObjectStore) -> None:
+    store.put("x", b"1")
+    with store.counters.measure() as measured:
+        store.get("x")
+        store.head("x")
+        assert measured.counts == RequestCounts(get=1, head=1)
+    store.get("x")
+    assert measured.counts == RequestCounts(get=1, head=1)
+    assert store.counters.snapshot() == RequestCounts(get=2, head=1, put=1)
+
+
+def test_list_counts_one_request_per_page_of_1000(store: ObjectStore) -> None:
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(lambda i: store.put(f"many/{i:05d}", b""), range(1001)))
+    with store.counters.measure() as measured:
+        listed = store.list("many")
+    assert len(listed) == 1001
+    assert measured.counts == RequestCounts(list=2)
+    with store.counters.measure() as measured:
+        assert len(store.list("many", start_after="many/00001")) == 999
+    assert measured.counts == RequestCounts(list=1)
+
+
+def test_counters_are_shared_by_threads(store: ObjectStore) -> None:
+    store.put("x", b"1")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda _: store.get("x"), range(64)))
+    assert store.counters.snapshot() == RequestCounts(get=64, put=1)
+
+
+# ------------------------------------------------------------------------------------------------ faults
+
+
+def test_fail_raises_injected_fault_and_is_not_retried(store: ObjectStore) -> None:
+    store.faults.add(FaultRule("PUT", 1, "fail"))
+    with pytest.raises(InjectedFaultError) as info:
+        store.put("f/x", b"1")
+    assert isinstance(info.value, StorageError)
+    assert info.value.kind == "PUT"
+    assert info.value.path == "f/x"
+    assert store.counters.snapshot().put == 1
+    assert not store.exists("f/x")
+    store.put("f/x", b"1")  # the rule fired its one time
+    assert store.get("f/x") == b"1"
+
+
+def test_fail_on_put_if_absent_writes_nothing(store: ObjectStore) -> None:
+    store.faults.add(FaultRule("PUT", 1, "fail"))
+    with pytest.raises(InjectedFaultError):
+        store.put_if_absent("f/y", b"1")
+    assert store.counters.snapshot().put == 1
+    assert not store.exists("f/y")
+
+
+@pytest.mark.parametrize("method", ["put", "put_if_absent"])
+def test_transient_put_is_absorbed_by_retry(store: ObjectStore, method: str) -> None:
+    store.faults.add(FaultRule("PUT", 1, "transient"))
+    getattr(store, method)("t/x", b"payload")
+    assert store.get("t/x") == b"payload"
+    assert store.counters.snapshot() == RequestCounts(put=2, get=1)
+
+
+def test_transient_get_is_absorbed_by_retry(store: ObjectStore) -> None:
+    store.put("t/g", b"1")
+    store.faults.add(FaultRule("GET", 1, "transient"))
+    assert store.get("t/g") == b"1"
+    assert store.counters.snapshot() == RequestCounts(put=1, get=2)
+
+
+def test_transient_beyond_max_retries_surfaces() -> None:
+    store = ObjectStore.from_uri("memory://transient-exhausted", {"max_retries": "2", "retry_base_delay": "0"})
+    store.faults.add(FaultRule("HEAD", 1, "transient", times=10))
+    with pytest.raises(TransientStorageError) as info:
+        store.head("x")
+    assert info.value.kind == "HEAD"
+    assert store.counters.snapshot() == RequestCounts(head=3)
+
+
+@pytest.mark.parametrize("method", ["put", "put_if_absent"])
+def test_crash_before_writes_nothing(store: ObjectStore, method: str) -> None:
+    store.faults.add(FaultRule("PUT", 1, "crash_before"))
+    with pytest.raises(SimulatedCrash) as info:
+        getattr(store, method)("c/x", b"1")
+    assert not isinstance(info.value, Exception)
+    assert (info.value.kind, info.value.path, info.value.nth) == ("PUT", "c/x", 1)
+    store.faults.clear()
+    assert not store.exists("c/x")
+    assert store.list("c") == []
+
+
+@pytest.mark.parametrize("method", ["put", "put_if_absent"])
+def test_crash_after_put_landed(store: ObjectStore, method: str) -> None:
+    store.faults.add(FaultRule("PUT", 1, "crash_after"))
+    with pytest.raises(SimulatedCrash) as info:
+        getattr(store, method)("c/y", b"landed")
+    assert (info.value.kind, info.value.path) == ("PUT", "c/y")
+    assert store.get("c/y") == b"landed"
+    if method == "put_if_absent":
+        # The restarted client sees its own earlier write as a lost race; recovery must read the object.
+        with pytest.raises(ObjectAlreadyExistsError):
+            store.put_if_absent("c/y", b"landed")
+
+
+def test_fault_rule_counts_only_matching_requests(store: ObjectStore) -> None:
+    store.faults.add(FaultRule("PUT", 2, "fail", path_contains="_delta_log/"))
+    store.put("t/_delta_log/0.json", b"0")  # 1st matching PUT
+    store.put("t/part-0.parquet", b"data")  # does not match
+    store.get("t/part-0.parquet")  # other kind
+    with pytest.raises(InjectedFaultError) as info:
+        store.put("t/_delta_log/1.json", b"1")  # 2nd matching PUT
+    assert info.value.path == "t/_delta_log/1.json"
+    store.put("t/_delta_log/1.json", b"1")
+    assert _paths(store.list("t/_delta_log")) == ["t/_delta_log/0.json", "t/_delta_log/1.json"]
+
+
+def test_fault_rule_times_fires_repeatedly(store: ObjectStore) -> None:
+    store.faults.add(FaultRule("DELETE", 1, "fail", times=2))
+    store.put("x", b"1")
+    for _ in range(2):
+        with pytest.raises(InjectedFaultError):
+            store.delete("x")
+    store.delete("x")
+    assert not store.exists("x")
+
+
+def test_fault_rule_nth_counts_from_one() -> None:
+    store = ObjectStore.from_uri("memory://fault-nth-zero")
+    with pytest.raises(ValueError):
+        store.faults.add(FaultRule("PUT", 0))
+
+
+# ------------------------------------------------------------------------------------------------- child
+
+
+def test_child_sees_parent_objects_and_shares_counters_and_faults(store: ObjectStore) -> None:
+    store.put("ns/t/_delta_log/0.json", b"0")
+    child = store.child("ns/t")
+    assert child.uri == store.url("ns/t")
+    assert child.counters is store.counters
+    assert child.faults is store.faults
+    assert child.get("_delta_log/0.json") == b"0"
+    child.put("part-0.parquet", b"data")
+    assert store.get("ns/t/part-0.parquet") == b"data"
+    assert _paths(child.list("")) == ["_delta_log/0.json", "part-0.parquet"]
+    child_dirs, child_objects = child.list_dir("")
+    assert (child_dirs, _paths(child_objects)) == (["_delta_log"], ["part-0.parquet"])
+    assert _paths(child.list("", start_after="_delta_log/0.json")) == ["part-0.parquet"]
+    assert child.head("part-0.parquet").path == "part-0.parquet"
+    before = store.counters.snapshot()
+    child.get("part-0.parquet")
+    assert store.counters.snapshot() - before == RequestCounts(get=1)
+    store.faults.add(FaultRule("DELETE", 1, "fail"))
+    with pytest.raises(InjectedFaultError):
+        child.delete("part-0.parquet")
+    grandchild = child.child("_delta_log")
+    assert _paths(grandchild.list("")) == ["0.json"]
+    assert grandchild.counters is store.counters
+
+
+def test_reopening_a_uri_sees_the_same_objects(any_store_uri: StoreLocation) -> None:
+    first = ObjectStore.from_uri(any_store_uri.uri, any_store_uri.storage_options)
+    first.put("sub/x", b"1")
+    again = ObjectStore.from_uri(any_store_uri.uri, any_store_uri.storage_options)
+    assert again.get("sub/x") == b"1"
+    nested = ObjectStore.from_uri(first.url("sub"), first.storage_options)
+    assert nested.get("x") == b"1"
+    assert again.storage_options == dict(any_store_uri.storage_options)
+    assert again.scheme == any_store_uri.uri.split("://", 1)[0]
+
+
+# ---------------------------------------------------------------------------------------- bad arguments
+
+
+@pytest.mark.parametrize(
+    ("uri", "options"),
+    [
+        pytest.param("gs://bucket/lake", {}, id="unsupported-scheme"),
+        pytest.param("s3://ab/lake", {}, id="bucket-name-too-short"),
+        pytest.param("s3:///lake", {}, id="no-bucket"),
+        pytest.param("relative/dir", {}, id="relative-local-path"),
+        pytest.param("memory://opts", {"no_such_option": "1"}, id="unknown-option"),
+        pytest.param("s3://bucket/lake", {"AWS_BOGUS_KEY": "1"}, id="unknown-aws-option"),
+    ],
+)
+def test_bad_arguments_raise_value_error(uri: str, options: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        ObjectStore.from_uri(uri, options)
+
+
+@pytest.mark.s3
+def test_s3_wrong_credentials_fail_fast_as_a_permanent_error(s3_uri: str, s3_options: dict[str, str]) -> None:
+    ObjectStore.from_uri(s3_uri, s3_options).put("x", b"1")
+    wrong = ObjectStore.from_uri(s3_uri, dict(s3_options, AWS_SECRET_ACCESS_KEY="not-the-secret"))
+    with pytest.raises(StorageError) as info:
+        wrong.get("x")
+    assert not isinstance(info.value, (TransientStorageError, ObjectNotFoundError))
+    assert info.value.kind == "GET"
+    assert wrong.counters.snapshot() == RequestCounts(get=1)
+
+
+def test_unreachable_s3_endpoint_is_transient_and_retried() -> None:
+    with socket.socket() as sock:  # a loopback port nobody listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    options = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "key",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_REGION": "us-east-1",
+        "max_retries": "2",
+        "retry_base_delay": "0",
+    }
+    store = ObjectStore.from_uri("s3://nobody-home/lake", options)
+    with pytest.raises(TransientStorageError) as info:
+        store.get("x")
+    assert info.value.kind == "GET"
+    assert store.counters.snapshot() == RequestCounts(get=3)
+
+
+@pytest.mark.s3
+def test_s3_fixtures_give_a_fresh_bucket_per_test(s3_uri: str, s3_options: dict[str, str]) -> None:
+    assert s3_uri.startswith("s3://") and s3_uri.endswith("/lake")
+    assert set(s3_options) == {
+        "AWS_ENDPOINT_URL",
+        "AWS_ALLOW_HTTP",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
+    }
+    bucket_root = ObjectStore.from_uri(s3_uri.rsplit("/", 1)[0], s3_options)
+    assert bucket_root.list("") == []

@@ -1,0 +1,64 @@
+"""A client that dies after claiming a global version is rolled forward by the next writer (I4, I6)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import txlake
+from tests.services import StoreLocation
+from tests.txn.conftest import ACCOUNTS, accounts, rows
+from txlake.errors import SimulatedCrash
+from txlake.storage import FaultRule
+
+LEASE = 0.5
+
+
+@pytest.mark.parametrize("crash_at", ["_delta_log", ".outcome.json"])
+def test_crash_after_claim_is_rolled_forward(any_store_uri: StoreLocation, crash_at: str) -> None:
+    uri, options = any_store_uri
+    lake = txlake.connect(uri, options, lease_seconds=LEASE)
+    lake.create_table("r.a", ACCOUNTS)
+    lake.create_table("r.b", ACCOUNTS)
+
+    doomed = txlake.connect(uri, options, lease_seconds=LEASE)
+    tx = doomed.transaction()
+    tx.append("r.a", accounts([1], [10]))
+    tx.append("r.b", accounts([1], [20]))
+    # the client dies at its first Delta commit (crash_at=_delta_log) or just before deciding
+    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains=crash_at))
+    with pytest.raises(SimulatedCrash):
+        tx.commit()
+    claimed = lake.context.glog.tail()
+    assert claimed.undecided == (claimed.state.version + 1,)
+    assert lake.read_arrow("r.a").num_rows == 0  # undecided: invisible
+
+    other = txlake.connect(uri, options, lease_seconds=LEASE)
+    start = time.monotonic()
+    with other.transaction() as t2:
+        t2.append("r.a", accounts([2], [30]))
+    waited = time.monotonic() - start
+    assert other.context.helped == [claimed.latest_claimed]
+    assert waited < LEASE + 10  # progress: delayed by about the lease, not forever
+    assert rows(lake.read_arrow("r.a")) == [(1, 10), (2, 30)]
+    assert rows(lake.read_arrow("r.b")) == [(1, 20)]
+    outcome = lake.context.glog.read_outcome(claimed.latest_claimed)
+    assert outcome is not None and outcome.committed
+
+
+def test_crash_before_claim_leaves_nothing_visible(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    lake.create_table("r.a", ACCOUNTS)
+    doomed = txlake.connect(lake.uri)
+    tx = doomed.transaction()
+    tx.append("r.a", accounts([1], [10]))
+    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_txlake/log/"))
+    with pytest.raises(SimulatedCrash):
+        tx.commit()
+    v = lake.version()
+    with lake.transaction() as t2:
+        t2.append("r.a", accounts([2], [20]))
+    assert lake.version() == v + 1
+    assert rows(lake.read_arrow("r.a")) == [(2, 20)]
+    assert lake.context.helped == []

@@ -1,0 +1,259 @@
+"""Transactions through the public API: multi-statement, multi-table, catalog, bad input, on every backend."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.txn.conftest import ACCOUNTS, accounts, rows
+from txlake.delta import DeltaTable
+from txlake.delta.actions import CommitInfo
+from txlake.errors import (
+    ConcurrentTransactionError,
+    PredicateError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TransactionClosedError,
+    VersionNotFoundError,
+)
+
+
+def delta_table(lake: txlake.Lakehouse, name: str) -> DeltaTable:
+    log = lake.delta_log(name)
+    return DeltaTable(lake.store, log.path, name=name)
+
+
+def test_connect_initializes_version_zero(lake: txlake.Lakehouse) -> None:
+    assert lake.version() == 0
+    assert lake.tables() == []
+    again = txlake.connect(lake.uri, lake.store.storage_options)
+    assert again.version() == 0
+
+
+def test_connect_without_create_on_empty_location(tmp_path: object) -> None:
+    with pytest.raises(VersionNotFoundError):
+        txlake.connect(f"file://{tmp_path}/nothing", create=False)
+
+
+def test_create_append_read(lake: txlake.Lakehouse) -> None:
+    lake.create_table("bank.accounts", ACCOUNTS)
+    assert lake.tables() == ["bank.accounts"]
+    assert lake.namespaces() == ["bank"]
+    with lake.transaction() as tx:
+        tx.append("bank.accounts", accounts([1, 2, 3], [10, 20, 30]))
+    assert rows(lake.read_arrow("bank.accounts")) == [(1, 10), (2, 20), (3, 30)]
+    assert rows(lake.read_arrow("bank.accounts", where="id >= 2", columns=["id"])) == [(2,), (3,)]
+    assert lake.version() == 2
+    snap = delta_table(lake, "bank.accounts").snapshot()
+    assert snap.version == 1
+    info = next(a for a in delta_table(lake, "bank.accounts").log.read_commit(1) if isinstance(a, CommitInfo))
+    assert info.txlake is not None and info.txlake["globalVersion"] == 2
+
+
+def test_multi_statement_read_your_writes(lake: txlake.Lakehouse) -> None:
+    lake.create_table("bank.a", ACCOUNTS)
+    lake.create_table("bank.b", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("bank.a", accounts([1, 2], [100, 200]))
+        tx.append("bank.b", accounts([1], [0]))
+        assert rows(tx.read_arrow("bank.a")) == [(1, 100), (2, 200)]
+        assert tx.update("bank.a", set={"balance": "balance - 40"}, where="id = 1") == 1
+        assert tx.update("bank.b", set={"balance": "balance + 40"}, where="id = 1") == 1
+        assert rows(tx.read_arrow("bank.a", where="id = 1")) == [(1, 60)]
+        assert tx.delete("bank.a", where="id = 2") == 1
+        assert rows(tx.read_arrow("bank.a")) == [(1, 60)]
+        # nothing is visible outside before commit
+        assert lake.read_arrow("bank.a").num_rows == 0
+    assert rows(lake.read_arrow("bank.a")) == [(1, 60)]
+    assert rows(lake.read_arrow("bank.b")) == [(1, 40)]
+    # own staged files that were rewritten inside the transaction are never published
+    live = delta_table(lake, "bank.a").snapshot().files
+    assert len(live) == 1
+
+
+def test_update_delete_overwrite_across_commits(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("s.t", accounts([1, 2, 3, 4], [1, 2, 3, 4]))
+    with lake.transaction() as tx:
+        assert tx.delete("s.t", where="balance > 2") == 2
+    assert rows(lake.read_arrow("s.t")) == [(1, 1), (2, 2)]
+    with lake.transaction() as tx:
+        assert tx.update("s.t", set={"balance": "balance * 10"}) == 2
+    assert rows(lake.read_arrow("s.t")) == [(1, 10), (2, 20)]
+    with lake.transaction() as tx:
+        tx.overwrite("s.t", accounts([9], [90]))
+    assert rows(lake.read_arrow("s.t")) == [(9, 90)]
+    with lake.transaction() as tx:
+        tx.append("s.t", accounts([1, 2], [1, 2]))
+        tx.overwrite("s.t", accounts([2], [200]), where="id = 2")
+    assert rows(lake.read_arrow("s.t")) == [(1, 1), (2, 200), (9, 90)]
+    with lake.transaction() as tx, pytest.raises(PredicateError):
+        tx.overwrite("s.t", accounts([3], [3]), where="id = 2")
+
+
+def test_exception_in_block_aborts_and_cleans_up(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    before = {m.path for m in lake.store.list("s/t")}
+    with pytest.raises(RuntimeError), lake.transaction() as tx:
+        tx.append("s.t", accounts([1], [1]))
+        raise RuntimeError("boom")
+    assert tx.status == "aborted"
+    assert lake.read_arrow("s.t").num_rows == 0
+    assert {m.path for m in lake.store.list("s/t")} == before  # staged files deleted
+    with pytest.raises(TransactionClosedError):
+        tx.append("s.t", accounts([1], [1]))
+
+
+def test_finished_transaction_cannot_be_reused(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    tx = lake.transaction()
+    tx.append("s.t", accounts([1], [1]))
+    tx.commit()
+    for call in (lambda: tx.commit(), lambda: tx.abort(), lambda: tx.read_arrow("s.t")):
+        with pytest.raises(TransactionClosedError):
+            call()
+
+
+def test_read_only_transaction_never_claims(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    v = lake.version()
+    with lake.transaction() as tx:
+        tx.read_arrow("s.t")
+    assert tx.result is not None and tx.result.read_only
+    assert lake.version() == v
+
+
+def test_catalog_is_transactional_with_data(lake: txlake.Lakehouse) -> None:
+    with lake.transaction() as tx:
+        tx.create_table("shop.orders", ACCOUNTS, partition_by=["id"])
+        tx.append("shop.orders", accounts([1, 2], [5, 6]))
+        assert tx.tables() == ["shop.orders"]
+        assert lake.tables() == []
+    assert lake.tables() == ["shop.orders"]
+    assert rows(lake.read_arrow("shop.orders")) == [(1, 5), (2, 6)]
+    # Delta version 0 holds the schema and the first rows together
+    assert delta_table(lake, "shop.orders").snapshot().version == 0
+
+    # a failed transaction leaves no table behind
+    with pytest.raises(RuntimeError), lake.transaction() as tx:
+        tx.create_table("shop.returns", ACCOUNTS)
+        tx.append("shop.returns", accounts([1], [1]))
+        raise RuntimeError("boom")
+    assert lake.tables() == ["shop.orders"]
+    assert not lake.store.list("shop/returns")
+
+
+def test_rename_drop_recreate_and_time_travel(lake: txlake.Lakehouse) -> None:
+    lake.create_table("a.t", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("a.t", accounts([1], [1]))
+    v_before = lake.version()
+    location = lake.table_location("a.t")
+    lake.rename_table("a.t", "b.t")
+    assert lake.tables() == ["b.t"]
+    assert lake.table_location("b.t") == location
+    lake.drop_table("b.t")
+    assert lake.tables() == []
+    with pytest.raises(TableNotFoundError):
+        lake.read_arrow("b.t")
+    lake.create_table("a.t", ACCOUNTS)
+    assert lake.table_location("a.t") != location  # the dropped table's files stay where they were
+    assert lake.read_arrow("a.t").num_rows == 0
+    old = lake.snapshot(v_before)
+    assert old.tables() == ["a.t"]
+    assert rows(old.read_arrow("a.t")) == [(1, 1)]
+    with pytest.raises(VersionNotFoundError):
+        lake.snapshot(lake.version() + 5)
+
+
+def test_catalog_errors(lake: txlake.Lakehouse) -> None:
+    lake.create_table("a.t", ACCOUNTS)
+    with pytest.raises(TableAlreadyExistsError):
+        lake.create_table("a.t", ACCOUNTS)
+    lake.create_table("a.t", ACCOUNTS, if_not_exists=True)
+    with pytest.raises(ValueError):
+        lake.create_table("no_namespace", ACCOUNTS)
+    with pytest.raises(TableNotFoundError):
+        lake.drop_table("a.missing")
+    with pytest.raises(SchemaMismatchError):
+        lake.create_table("a.u", ACCOUNTS, partition_by=["nope"])
+    with pytest.raises(TypeError):
+        lake.create_table("a.v", {"id": "long"})  # type: ignore[arg-type]
+
+
+def test_bad_input_is_typed_and_leaks_nothing(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    with lake.transaction() as tx:
+        with pytest.raises(TableNotFoundError):
+            tx.append("s.nope", accounts([1], [1]))
+        with pytest.raises(SchemaMismatchError) as err:
+            tx.append("s.t", pa.table({"id": [1], "balance": ["lots"]}))
+        assert err.value.columns == ("balance",)
+        with pytest.raises(SchemaMismatchError):
+            tx.append("s.t", pa.table({"id": [1], "balance": [1], "extra": [1]}))
+        with pytest.raises(PredicateError):
+            tx.delete("s.t", where="id = = 1")
+        with pytest.raises(PredicateError):
+            tx.update("s.t", set={"balance": "balance +"}, where="id = 1")
+        with pytest.raises(PredicateError):
+            tx.read_arrow("s.t", where="no_such_column = 1")
+        with pytest.raises(TypeError):
+            tx.append("s.t", [{"id": 1}])  # type: ignore[arg-type]
+        tx.append("s.t", accounts([7], [70]))
+    assert rows(lake.read_arrow("s.t")) == [(7, 70)]
+    assert len(delta_table(lake, "s.t").snapshot().files) == 1
+    with pytest.raises(ValueError):
+        lake.transaction(isolation="read_committed")  # type: ignore[arg-type]
+
+
+def test_int32_data_widens_but_lossy_cast_refused(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    narrow = pa.table({"id": pa.array([1], pa.int32()), "balance": pa.array([5], pa.int32())})
+    with lake.transaction() as tx:
+        tx.append("s.t", narrow)
+    assert rows(lake.read_arrow("s.t")) == [(1, 5)]
+    with lake.transaction() as tx, pytest.raises(SchemaMismatchError):
+        tx.append("s.t", pa.table({"id": [1.5], "balance": [1]}))
+
+
+def test_write_to_table_dropped_concurrently(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.t", ACCOUNTS)
+    tx = lake.transaction()
+    tx.append("s.t", accounts([1], [1]))
+    lake.drop_table("s.t")
+    with pytest.raises(ConcurrentTransactionError) as err:
+        tx.commit()
+    assert err.value.table == "s.t"
+    assert tx.status == "aborted"
+
+
+def test_concurrent_create_of_same_table(lake: txlake.Lakehouse) -> None:
+    t1 = lake.transaction()
+    t2 = lake.transaction()
+    t1.create_table("s.t", ACCOUNTS)
+    t2.create_table("s.t", ACCOUNTS)
+    t1.append("s.t", accounts([1], [1]))
+    t2.append("s.t", accounts([2], [2]))
+    t1.commit()
+    with pytest.raises(ConcurrentTransactionError):
+        t2.commit()
+    assert rows(lake.read_arrow("s.t")) == [(1, 1)]
+
+
+def test_snapshot_is_consistent_view(lake: txlake.Lakehouse) -> None:
+    lake.create_table("s.a", ACCOUNTS)
+    lake.create_table("s.b", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("s.a", accounts([1], [1]))
+        tx.append("s.b", accounts([1], [1]))
+    snap = lake.snapshot()
+    with lake.transaction() as tx:
+        tx.update("s.a", set={"balance": "2"})
+        tx.update("s.b", set={"balance": "2"})
+    assert rows(snap.read_arrow("s.a")) == [(1, 1)]
+    assert rows(snap.read_arrow("s.b")) == [(1, 1)]
+    assert rows(lake.snapshot().read_arrow("s.b")) == [(1, 2)]
+    assert snap.table_version("s.a") == 1
