@@ -36,8 +36,10 @@ def test_special_characters_round_trip(store: ObjectStore) -> None:
     t.append(data)
     snap = t.snapshot()
     assert len(snap.files) == len(TRICKY)
-    assert sorted(repr(a.partition_values["p"]) for a in snap.files.values()) == sorted(repr(v) for v in TRICKY)
-    assert by_id(t.read_arrow()) == data.to_pylist()
+    # the Delta protocol reads an empty partition value as null, so "" is stored (and read back) as null
+    stored = [None if v == "" else v for v in TRICKY]
+    assert sorted(repr(a.partition_values["p"]) for a in snap.files.values()) == sorted(repr(v) for v in stored)
+    assert by_id(t.read_arrow()) == [{"id": i, "p": v} for i, v in enumerate(stored)]
 
 
 def test_add_paths_are_uri_encoded_and_resolve_to_stored_objects(store: ObjectStore) -> None:

@@ -218,6 +218,14 @@ def test_null_partition_value_is_all_nulls() -> None:
     assert parse_predicate("p IS NOT NULL").bind(schema).may_match(stats) is False
 
 
+def test_partition_value_missing_from_add_is_unknown_not_null() -> None:
+    schema = pa.schema([pa.field("k", pa.int64()), pa.field("p", pa.int32())])
+    add = Add(path="x", partition_values={"col-1234": "5"}, size=1, modification_time=0, stats='{"numRecords": 4}')
+    stats = FileStats.from_add(add, schema, ["p"])
+    assert parse_predicate("p = 5").bind(schema).may_match(stats) is True
+    assert parse_predicate("p IS NULL").bind(schema).may_match(stats) is True
+
+
 def test_typed_partition_values() -> None:
     schema = pa.schema([pa.field("day", pa.date32()), pa.field("n", pa.int64()), pa.field("amt", pa.decimal128(5, 1))])
     add = Add(path="x", partition_values={"day": "2020-03-04", "n": "7", "amt": "1.5"}, size=1, modification_time=0)

@@ -16,7 +16,8 @@ single-table layouts).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Literal
 
 import pyarrow as pa
@@ -127,7 +128,7 @@ class Session:
 
     # ------------------------------------------------------------------------------------ writes
 
-    def w(self, key: str, value: int | str) -> None:
+    def w(self, key: str, value: int | str | _Doomed) -> None:
         """``w x=v``: ``UPDATE SET value = v WHERE id = k`` on the table holding ``key``."""
         ident = KEYS[key]
         self._write(
@@ -137,23 +138,23 @@ class Session:
     def pupd(self, set_value: str, where: str | None = None, *, on: Iterable[Label] = ("A", "B")) -> None:
         """``pupd``: ``UPDATE SET value = set_value WHERE where`` on each table of ``on``."""
         for name in self.h.tables_of(on):
-            self._write(lambda name=name: self.tx.update(name, set={"value": set_value}, where=where))
+            self._write(partial(self.tx.update, name, set={"value": set_value}, where=where))
 
     def pdel(self, where: str, *, on: Iterable[Label] = ("A", "B")) -> None:
         """``pdel P``: ``DELETE WHERE where`` on each table of ``on``."""
         for name in self.h.tables_of(on):
-            self._write(lambda name=name: self.tx.delete(name, where=where))
+            self._write(partial(self.tx.delete, name, where=where))
 
     def ins(self, label: Label, ident: int, value: int) -> None:
         """``ins (id, v)`` into the table labelled ``label``."""
         self.h.home[ident] = label
         self._write(lambda: self.tx.append(self.h.table(label), rows_table({ident: value})))
 
-    def _write(self, statement: object) -> None:
+    def _write(self, statement: Callable[[], object]) -> None:
         if self.error is not None:
             return
         try:
-            statement()  # type: ignore[operator]
+            statement()
         except ConflictError as e:
             self._doom(e)
 

@@ -300,13 +300,13 @@ def p4(h: Hermitage) -> None:
     x1, x2 = t1.r("x"), t2.r("x")
     assert x1 == 10
     assert x2 == 10
-    t1.w("x", x1 + 1)  # type: ignore[operator]
-    t2.w("x", x2 + 1)  # type: ignore[operator]
+    t1.w("x", x1 + 1)
+    t2.w("x", x2 + 1)
     y1, y2 = t1.r("y"), t2.r("y")
     assert y1 == 20
     assert y2 == 20
-    t1.w("y", y1 + 1)  # type: ignore[operator]
-    t2.w("y", y2 + 1)  # type: ignore[operator]
+    t1.w("y", y1 + 1)
+    t2.w("y", y2 + 1)
     t1.commit()
     t2.commit()
     h.check({(): INITIAL, ("T1",): {1: 11, 2: 21}, ("T2",): {1: 11, 2: 21}}, forbidden=[("T1", "T2")])
@@ -428,6 +428,39 @@ def g2_two_edges(h: Hermitage) -> None:
     )
 
 
+def dml_skew_expect(level: Level, layout: Layout) -> Expectation:
+    if level == "snapshot":
+        return {"T1": True, "T2": True}
+    return {"T2": True, "T1": ConcurrentAppendError}
+
+
+@case("WS-DML-skew", dml_skew_expect)
+def ws_dml_skew(h: Hermitage) -> None:
+    """Derived (not Hermitage): G2 whose two rw edges are both DML predicate reads.
+
+    T1 updates rows with value >= 20 (y -> 21; nothing in A); T2 deletes rows with value = 21 from B
+    (nothing on its snapshot) and inserts (3,30) into A. Both committing matches no serial order
+    (T1;T2 deletes y, T2;T1 makes 3 -> 31), so write_serializable, which validates the predicates of
+    update/delete statements, must abort the later committer, also where a statement's table was
+    left unchanged by it (A for T1, B for T2).
+    """
+    t1, t2 = begin(h, "T1", "T2")
+    t1.pupd("value + 1", "value >= 20")
+    t2.pdel("value = 21", on=("B",))
+    t2.ins("A", 3, 30)
+    t2.commit()
+    t1.commit()
+    h.check(
+        {
+            (): INITIAL,
+            ("T1",): {1: 10, 2: 21},
+            ("T2",): {**INITIAL, 3: 30},
+            ("T1", "T2"): {1: 10, 2: 21, 3: 30},
+        },
+        forbidden=[] if h.level == "snapshot" else [("T1", "T2")],
+    )
+
+
 # ------------------------------------------------------------------------------------------ tests
 
 
@@ -524,18 +557,19 @@ def test_closed_after_commit_abort_and_conflict(level: Level, lake: Lakehouse) -
 
 
 def _files_of(lake: Lakehouse, txid: str) -> list[str]:
-    return [
-        m.path for name in ("h.a", "h.b") for m in lake.store.list(lake.snapshot().entry(name).path) if txid in m.path
-    ]
+    """Objects below the tables whose names carry ``txid`` (data files are named by their transaction)."""
+    paths = [lake.snapshot().entry(name).path for name in ("h.a", "h.b")]
+    return [m.path for path in paths for m in lake.store.list(path) if txid in m.path]
 
 
 def test_aborted_transactions_leave_no_files_and_no_version(lake: Lakehouse) -> None:
-    """G1a/G-single-write-2 (MT): an abort or a lost conflict deletes its staged files and claims nothing."""
+    """G1a (MT): an abort or a lost conflict deletes its staged files and claims no lakehouse version."""
     Hermitage(lake, "serializable", "two_tables")
     version = lake.version()
     aborted = lake.transaction()
     aborted.update("h.a", set={"value": "101"}, where="id = 1")
-    aborted.delete("h.b", where="value = 20")
+    aborted.update("h.b", set={"value": "201"}, where="id = 2")
+    aborted.update("h.a", set={"value": "11"}, where="id = 1")
     assert _files_of(lake, aborted.txid)
     aborted.abort()
     assert _files_of(lake, aborted.txid) == []
@@ -549,3 +583,12 @@ def test_aborted_transactions_leave_no_files_and_no_version(lake: Lakehouse) -> 
     assert info.value.table == "h.b"
     assert _files_of(lake, loser.txid) == []
     assert lake.version() == version + 1
+
+
+def test_aborted_delete_of_a_whole_file_leaves_no_files(lake: Lakehouse) -> None:
+    """G-single-write-2 (MT): T1's delete empties y's file; after T1 aborts nothing of T1 is stored."""
+    Hermitage(lake, "serializable", "two_tables")
+    t1 = lake.transaction()
+    assert t1.delete("h.b", where="value = 20") == 1
+    t1.abort()
+    assert _files_of(lake, t1.txid) == []

@@ -257,3 +257,23 @@ def test_snapshot_is_consistent_view(lake: txlake.Lakehouse) -> None:
     assert rows(snap.read_arrow("s.b")) == [(1, 1)]
     assert rows(lake.snapshot().read_arrow("s.b")) == [(1, 2)]
     assert snap.table_version("s.a") == 1
+
+
+def test_merge_statements(lake: txlake.Lakehouse) -> None:
+    lake.create_table("m.t", ACCOUNTS)
+    with lake.transaction() as tx:  # merge into an empty table inserts everything
+        metrics = tx.merge("m.t", accounts([1, 2, 3], [10, 20, 30]), on="t.id = s.id", when_not_matched_insert="*")
+    assert metrics == txlake.MergeMetrics(0, 0, 3)
+    with lake.transaction() as tx:
+        metrics = tx.merge(
+            "m.t",
+            accounts([2, 3, 4], [200, -1, 400]),
+            on="t.id = s.id",
+            when_matched_update={"balance": "s.balance"},
+            when_matched_delete="s.balance < 0",
+            when_not_matched_insert="*",
+        )
+    assert metrics == txlake.MergeMetrics(1, 1, 1)
+    assert rows(lake.read_arrow("m.t")) == [(1, 10), (2, 200), (4, 400)]
+    with lake.transaction() as tx, pytest.raises(txlake.TxlakeError):
+        tx.merge("m.t", accounts([2, 2], [1, 2]), on="t.id = s.id", when_matched_update="*")

@@ -119,6 +119,8 @@ class FileStats:
             mins.pop(name, None)
             maxs.pop(name, None)
             nulls.pop(name, None)
+            if name not in values:
+                continue  # e.g. column mapping keys partition values by physical name: unknown, not NULL
             try:
                 value = parse_partition_value(values.get(name), schema.field(name).type)
             except (ValueError, TypeError, ArithmeticError):

@@ -137,11 +137,11 @@ def check(
         )
     if isolation == "snapshot":
         return
+    # A DML statement's predicate read decided what it wrote (even when it matched nothing), so it is
+    # validated at write_serializable; query reads only at serializable.
     reads = pending.dml_reads
     if isolation == "serializable":
         reads = reads.union(pending.query_reads)
-    elif not pending.writes:
-        return
     gone = reads.files & winner.removed_data
     if gone:
         raise conflict(

@@ -320,6 +320,7 @@ class Transaction:
             target_alias=target_alias,
             source_alias=source_alias,
             table_name=work.entry.name,
+            schema=work.schema,
         )
         for add, new_rows in zip(files, result.files, strict=True):
             if new_rows is None:
@@ -404,7 +405,11 @@ class Transaction:
         for tid, work in self._work.items():
             if work.snapshot is None:
                 continue
-            touched = work.writes or (self.isolation == "serializable" and bool(work.query_predicates))
+            touched = (
+                work.writes
+                or bool(work.dml_predicates)
+                or (self.isolation == "serializable" and bool(work.query_predicates))
+            )
             if touched and tid not in latest.tables:
                 raise ConcurrentTransactionError(
                     f"table {work.entry.name} was dropped concurrently",
@@ -445,7 +450,7 @@ class Transaction:
             if tid not in latest.tables:
                 continue
             pending = self._pending(work)
-            relevant = work.writes or self.isolation == "serializable"
+            relevant = work.writes or bool(work.dml_predicates) or self.isolation == "serializable"
             mapped = latest.table_versions[tid]
             upto = mapped
             if work.writes or tid in self._adopt:
