@@ -129,7 +129,12 @@ class SchemaMismatchError(DeltaError, ValueError):
 
 
 class ConflictError(TxlakeError):
-    """A transaction could not commit because a concurrent commit conflicts with it."""
+    """A transaction could not commit because a concurrent commit conflicts with it.
+
+    ``read_version`` is the lakehouse version the transaction read at; ``winning_version`` the lakehouse
+    version of the conflicting commit (``None`` for a plain Delta writer's commit not yet adopted);
+    ``delta_version`` the conflicting Delta version of ``table``; ``files`` the data files involved.
+    """
 
     def __init__(
         self,
@@ -138,12 +143,14 @@ class ConflictError(TxlakeError):
         table: str | None = None,
         read_version: int | None = None,
         winning_version: int | None = None,
+        delta_version: int | None = None,
         files: Sequence[str] = (),
     ) -> None:
         super().__init__(message)
         self.table = table
         self.read_version = read_version
         self.winning_version = winning_version
+        self.delta_version = delta_version
         self.files = tuple(files)
 
 

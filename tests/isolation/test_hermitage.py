@@ -65,13 +65,18 @@ def ww(winner: str, loser: str, *also_commit: str) -> Callable[[Level, Layout], 
     """A write-write conflict at every level: the first committer wins, the loser removed its file too.
 
     Under serializable a loser that also read a table the winner wrote may be stopped by that read
-    first (tables are checked one after the other): ``ConcurrentDeleteReadError`` is as right.
+    first (tables are checked one after the other): ``ConcurrentDeleteReadError`` is as right. Under
+    write_serializable and serializable a loser whose update/delete predicate matches what the winner
+    added to another table (even if the statement changed nothing there) may get
+    ``ConcurrentAppendError`` first.
     """
 
     def expect(level: Level, layout: Layout) -> Expectation:
         error: tuple[type[ConflictError], ...] = (ConcurrentDeleteDeleteError,)
         if level == "serializable":
             error += (ConcurrentDeleteReadError,)
+        if level != "snapshot":
+            error += (ConcurrentAppendError,)
         return {winner: True, loser: error, **dict.fromkeys(also_commit, True)}
 
     return expect

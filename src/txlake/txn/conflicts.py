@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove, Txn
+from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Protocol, Remove, Txn
 from txlake.errors import (
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
@@ -37,6 +37,7 @@ class ChangeSummary:
     metadata_changed: bool
     protocol_changed: bool
     app_ids: frozenset[str]
+    global_version: int | None = None
 
     @classmethod
     def of(cls, actions: Iterable[Action]) -> ChangeSummary:
@@ -45,6 +46,7 @@ class ChangeSummary:
         removed_data: set[str] = set()
         meta = proto = False
         apps: set[str] = set()
+        global_version: int | None = None
         for a in actions:
             if isinstance(a, Add):
                 if a.data_change:
@@ -59,7 +61,12 @@ class ChangeSummary:
                 proto = True
             elif isinstance(a, Txn):
                 apps.add(a.app_id)
-        return cls(tuple(added), frozenset(removed), frozenset(removed_data), meta, proto, frozenset(apps))
+            elif isinstance(a, CommitInfo) and a.txlake is not None:
+                g = a.txlake.get("globalVersion")
+                global_version = g if isinstance(g, int) else None
+        return cls(
+            tuple(added), frozenset(removed), frozenset(removed_data), meta, proto, frozenset(apps), global_version
+        )
 
     @property
     def writes_data(self) -> bool:
@@ -108,14 +115,20 @@ def check(
     winner: ChangeSummary,
     isolation: Isolation,
     *,
-    read_version: int,
-    winning_version: int,
+    read_version: int | None,
+    winning_version: int | None,
+    delta_version: int | None = None,
 ) -> None:
     """Raise the typed :class:`ConflictError` subclass if ``winner`` conflicts with ``pending``."""
 
     def conflict(kind: type[ConflictError], message: str, files: Sequence[str] = ()) -> ConflictError:
         return kind(
-            message, table=pending.table, read_version=read_version, winning_version=winning_version, files=files
+            message,
+            table=pending.table,
+            read_version=read_version,
+            winning_version=winning_version,
+            delta_version=delta_version,
+            files=files,
         )
 
     if pending.writes and winner.protocol_changed:

@@ -136,12 +136,14 @@ def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> Publis
             actions: Sequence[Action] = actions,
         ) -> None:
             pending = _pending(store, change, actions, log)
+            summary = ChangeSummary.of(existing)
             check(
                 pending,
-                ChangeSummary.of(existing),
+                summary,
                 record.isolation,
-                read_version=change.base_version,
-                winning_version=version,
+                read_version=record.read_version,
+                winning_version=summary.global_version,
+                delta_version=version,
             )
 
         try:

@@ -129,10 +129,12 @@ class TableWork:
 
     def write(self, data: pa.Table) -> list[Add]:
         conformed = conform(data, normalize_schema(self.schema), table=self.entry.name)
+        if conformed.num_rows == 0:
+            return []
         adds = write_data_files(
             self.store, self.entry.path, conformed, partition_columns=self.partition_columns, txid=self.txid
         )
-        return [a for a in adds if a.num_records != 0] if conformed.num_rows else []
+        return list(adds)
 
     def append(self, data: pa.Table) -> int:
         self._stage_adds(self.write(data))

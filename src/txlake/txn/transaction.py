@@ -458,12 +458,14 @@ class Transaction:
             if relevant and upto > checked[tid]:
                 versions = list(range(checked[tid] + 1, upto + 1))
                 for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
+                    summary = ChangeSummary.of(actions)
                     check(
                         pending,
-                        ChangeSummary.of(actions),
+                        summary,
                         self.isolation,
                         read_version=self.read_version,
-                        winning_version=v,
+                        winning_version=summary.global_version,
+                        delta_version=v,
                     )
                 checked[tid] = upto
             bases[tid] = upto
