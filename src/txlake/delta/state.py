@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from txlake.delta.actions import Action, Add, Cdc, CommitInfo, Metadata, OtherAction, Protocol, Remove, Txn
 from txlake.delta.features import check_read_support
+from txlake.delta.filemap import FileMap
 from txlake.delta.schema import schema_from_json
 from txlake.errors import CorruptLogError, UnsupportedFeatureError
 
@@ -60,7 +61,7 @@ class SnapshotBuilder:
     version: int = -1
     protocol: Protocol | None = None
     metadata: Metadata | None = None
-    files: dict[str, Add] = field(default_factory=dict)
+    files: FileMap = field(default_factory=FileMap)
     txns: dict[str, int] = field(default_factory=dict)
     tombstones: dict[str, Remove] = field(default_factory=dict)
     timestamp_ms: int | None = None
@@ -72,7 +73,7 @@ class SnapshotBuilder:
             snap.version,
             snap.protocol,
             snap.metadata,
-            dict(snap.files),
+            snap.files.copy() if isinstance(snap.files, FileMap) else FileMap.of(snap.files),
             dict(snap.txns),
             dict(snap.tombstones),
             snap.timestamp_ms,
