@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 import pytest
 
 import txlake
 from tests.txn.conftest import ACCOUNTS, accounts, rows
 from txlake.errors import ConflictError
+from txlake.storage import FaultRule
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -67,3 +70,65 @@ def test_deltars_reads_every_txlake_version(local_lake: txlake.Lakehouse) -> Non
         assert rows(got) == want
     # history() parses every commit (txlake writes no unknown action lines)
     assert [h["operation"] for h in deltalake.DeltaTable(location).history()] == ["DELETE", "UPDATE", "CREATE TABLE"]
+
+
+def test_plain_writer_racing_publish_compatible(local_lake: txlake.Lakehouse) -> None:
+    """A plain append lands exactly between our claim and our Delta commit: we publish one slot later."""
+    lake = local_lake
+    lake.create_table("p.t", ACCOUNTS)
+    location = lake.table_location("p.t")
+    racer = TxlakeFaultHook(lambda: deltalake.write_deltalake(location, accounts([2], [20]), mode="append"))
+    lake.store.faults.add(racer.rule("p/t/_delta_log/"))
+    with lake.transaction() as tx:
+        tx.append("p.t", accounts([1], [10]))
+    assert racer.fired
+    assert tx.result is not None and tx.result.table_versions
+    assert list(tx.result.table_versions.values()) == [2]  # 1 was taken by the plain writer
+    assert rows(lake.read_arrow("p.t")) == [(1, 10), (2, 20)]
+
+
+def test_plain_writer_racing_publish_incompatible_is_compensated(local_lake: txlake.Lakehouse) -> None:
+    """An incompatible plain commit during publication aborts the transaction; published tables are undone."""
+    lake = local_lake
+    for name in ("p.a", "p.b"):
+        lake.create_table(name, ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("p.a", accounts([1], [10]))
+        tx.append("p.b", accounts([1], [10]))
+    state = lake.snapshot().state
+    first, second = sorted((state.table_by_name(n) for n in ("p.a", "p.b")), key=lambda e: e.id)  # type: ignore[union-attr]
+    racer = TxlakeFaultHook(lambda: deltalake.DeltaTable(lake.store.url(second.path)).delete("id = 1"))
+    lake.store.faults.add(racer.rule("_delta_log/", nth=2))  # before the second table's commit
+    tx = lake.transaction("snapshot")
+    tx.update(first.name, set={"balance": "11"}, where="id = 1")
+    tx.update(second.name, set={"balance": "11"}, where="id = 1")
+    with pytest.raises(ConflictError):
+        tx.commit()
+    assert racer.fired
+    # the lakehouse never saw the transaction; the first table's Delta log holds it and its compensation
+    assert rows(lake.read_arrow(first.name)) == [(1, 10)]
+    dt = deltalake.DeltaTable(lake.store.url(first.path))
+    assert [h["operation"] for h in dt.history()][:2] == ["TXLAKE COMPENSATE", "UPDATE"]
+    got = pa.concat_tables([pa.parquet.read_table(u.removeprefix("file://")) for u in dt.file_uris()])
+    assert rows(got) == [(1, 10)]
+    glog = lake.context.glog
+    outcome = glog.read_outcome(glog.tail().state.version)
+    assert outcome is not None and outcome.status == "aborted"
+    lake.sync()  # adopts the compensated pair on the first table and the plain delete on the second
+    assert rows(lake.read_arrow(first.name)) == [(1, 10)]
+    assert rows(lake.read_arrow(second.name)) == []
+
+
+class TxlakeFaultHook:
+    """Runs ``action`` once, just before the Nth matching PUT of the store it is armed on."""
+
+    def __init__(self, action: Callable[[], object]) -> None:
+        self.action = action
+        self.fired = False
+
+    def _run(self) -> None:
+        self.fired = True
+        self.action()
+
+    def rule(self, path_contains: str, nth: int = 1) -> FaultRule:
+        return FaultRule("PUT", nth, "hook", path_contains=path_contains, hook=self._run)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from txlake.errors import InjectedFaultError, SimulatedCrash, TransientStorageError
 from txlake.storage.counters import RequestKind
 
-FaultAction = Literal["fail", "transient", "crash_before", "crash_after"]
+FaultAction = Literal["fail", "transient", "crash_before", "crash_after", "hook"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +22,7 @@ class FaultRule:
     - ``crash_before``: :class:`SimulatedCrash` before the request reaches the store.
     - ``crash_after``: the request takes effect, then :class:`SimulatedCrash` (e.g. a PUT that landed
       but whose client died before it could act on the answer).
+    - ``hook``: call ``hook()`` just before the request (to make another client act at that exact point).
     """
 
     kind: RequestKind
@@ -28,6 +30,7 @@ class FaultRule:
     action: FaultAction = "fail"
     path_contains: str = ""
     times: int = 1
+    hook: Callable[[], None] | None = None
 
 
 @dataclass
@@ -79,6 +82,10 @@ class FaultInjector:
         action = armed.rule.action
         if action == "fail":
             raise InjectedFaultError(f"injected failure of {kind} {path}", path=path, kind=kind)
+        if action == "hook":
+            if armed.rule.hook is not None:
+                armed.rule.hook()
+            return
         if action == "transient":
             raise TransientStorageError(f"injected transient failure of {kind} {path}", path=path, kind=kind)
         raise SimulatedCrash(kind, path, armed.seen)
