@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import txlake
+from tests.txn.conftest import ACCOUNTS, accounts, rows
 from txlake.delta.actions import Add
 from txlake.errors import CorruptLogError, VersionNotFoundError
 from txlake.lakehouse.log import GlobalLog
@@ -17,7 +18,6 @@ from txlake.lakehouse.records import (
     TableChange,
     apply,
 )
-from tests.txn.conftest import ACCOUNTS, accounts, rows
 
 
 def _record(version: int, **kw: object) -> GlobalRecord:
