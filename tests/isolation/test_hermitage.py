@@ -597,3 +597,13 @@ def test_aborted_delete_of_a_whole_file_leaves_no_files(lake: Lakehouse) -> None
     assert t1.delete("h.b", where="value = 20") == 1
     t1.abort()
     assert _files_of(lake, t1.txid) == []
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_precision_on_seaweedfs(name: str, level: Level, s3_uri: str, s3_options: dict[str, str]) -> None:
+    """The two-table variant of every case, with its exact outcomes, on a real S3 server."""
+    h = Hermitage(txlake.connect(s3_uri, s3_options), level, "two_tables")
+    CASES[name].run(h)
+    h.assert_outcomes(CASES[name].expect(level, "two_tables"))

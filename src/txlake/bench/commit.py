@@ -233,14 +233,36 @@ def txlake_append(lake: Lakehouse, batches: Mapping[str, pa.Table], *, collect: 
 
 
 def delta_rs_append(
-    deltalake: ModuleType, uris: Sequence[str], data: pa.Table, options: dict[str, str] | None
+    deltalake: ModuleType, targets: Sequence[Any], data: pa.Table, options: dict[str, str] | None
 ) -> float:
-    """Time sequential ``write_deltalake(uri, data, mode="append")`` to each table, in ms."""
+    """Time sequential ``write_deltalake(target, data, mode="append")`` to each table, in ms.
+
+    A target is a URI (the table is loaded from storage by every call: the baseline) or an open
+    ``DeltaTable`` handle (updated in place: what a long-lived delta-rs writer would do).
+    """
     gc.collect()
     start = time.perf_counter()
-    for uri in uris:
-        deltalake.write_deltalake(uri, data, mode="append", storage_options=options)
+    for target in targets:
+        storage = options if isinstance(target, str) else None
+        deltalake.write_deltalake(target, data, mode="append", storage_options=storage)
     return (time.perf_counter() - start) * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PlainTables:
+    """Plain Delta tables for the baseline: written by URI, plus twins written through open handles."""
+
+    uris: tuple[str, ...]
+    handles: tuple[Any, ...]
+
+    @classmethod
+    def create(cls, deltalake: ModuleType, backend: Backend, paths: Sequence[str]) -> PlainTables:
+        options = backend.delta_rs_options()
+        uris = tuple(backend.delta_rs_uri(p) for p in paths)
+        twins = tuple(backend.delta_rs_uri(f"{p}-handle") for p in paths)
+        for uri in uris + twins:
+            deltalake.DeltaTable.create(uri, SCHEMA, storage_options=options)
+        return cls(uris, tuple(deltalake.DeltaTable(t, storage_options=options) for t in twins))
 
 
 def median_counts(counts: Sequence[RequestCounts]) -> dict[str, float]:
@@ -259,27 +281,38 @@ def _sample_params(samples: Sequence[TxnSample]) -> dict[str, Any]:
     }
 
 
+def _baseline_params(uri_ms: Sequence[float], handle_ms: Sequence[float]) -> dict[str, Any]:
+    return {
+        "baseline_handle_ms": statistics.median(handle_ms),
+        "baseline_handle_samples": list(handle_ms),
+        "baseline_handle": "write_deltalake(open DeltaTable handle, ...): no table load per write (not the ratio)",
+    }
+
+
 def measure_single(backend: Backend, options: CommitBenchOptions, deltalake: ModuleType, console: Console) -> BenchRow:
     """Part 1: one-table append of ``options.rows`` rows, interleaved txlake / delta-rs samples."""
     lake = txlake.connect(backend.uri("single/lake"), backend.storage_options)
     lake.create_table("bench.single", SCHEMA)
-    plain = backend.delta_rs_uri("single/plain")
+    plain = PlainTables.create(deltalake, backend, ["single/plain"])
     data = make_rows(options.rows)
     ours: list[TxnSample] = []
     theirs: list[float] = []
+    handle: list[float] = []
     for i in range(options.repeat + 1):  # sample 0 is the warm-up
         sample = txlake_append(lake, {"bench.single": data})
-        baseline = delta_rs_append(deltalake, [plain], data, backend.delta_rs_options())
+        by_uri = delta_rs_append(deltalake, plain.uris, data, backend.delta_rs_options())
+        by_handle = delta_rs_append(deltalake, plain.handles, data, None)
         if i:
             ours.append(sample)
-            theirs.append(baseline)
-    _check_versions(lake, {"bench.single": options.repeat + 1}, deltalake, {plain: options.repeat}, backend)
+            theirs.append(by_uri)
+            handle.append(by_handle)
+    _check_versions(lake, {"bench.single": options.repeat + 1}, deltalake, plain, options.repeat + 1, backend)
     console.log(f"[{backend.name}] single-table append measured ({options.repeat} samples)")
     return BenchRow.from_samples(
         backend.name,
         [s.total_ms for s in ours],
         theirs,
-        {"backend": backend.name, "rows": options.rows, **_sample_params(ours)},
+        {"backend": backend.name, "rows": options.rows, **_sample_params(ours), **_baseline_params(theirs, handle)},
     )
 
 
@@ -293,33 +326,34 @@ def measure_tables(
     with lake.transaction() as tx:
         for name in names:
             tx.create_table(name, SCHEMA)
-    plains = [backend.delta_rs_uri(f"tables/plain/t{i:02d}") for i in range(most)]
-    for uri in plains:
-        deltalake.DeltaTable.create(uri, SCHEMA, storage_options=backend.delta_rs_options())
+    plain = PlainTables.create(deltalake, backend, [f"tables/plain/t{i:02d}" for i in range(most)])
     data = make_rows(options.table_rows)
     rows: list[BenchRow] = []
-    appended: Counter[int] = Counter()
     for k in options.tables:
         ours: list[TxnSample] = []
         theirs: list[float] = []
+        handle: list[float] = []
         for i in range(options.repeat + 1):
             sample = txlake_append(lake, dict.fromkeys(names[:k], data))
-            baseline = delta_rs_append(deltalake, plains[:k], data, backend.delta_rs_options())
-            appended.update(range(k))
+            by_uri = delta_rs_append(deltalake, plain.uris[:k], data, backend.delta_rs_options())
+            by_handle = delta_rs_append(deltalake, plain.handles[:k], data, None)
             if i:
                 ours.append(sample)
-                theirs.append(baseline)
-        params = {"backend": backend.name, "k": k, "rows_per_table": options.table_rows, **_sample_params(ours)}
-        params["baseline_atomic"] = False
+                theirs.append(by_uri)
+                handle.append(by_handle)
+        params = {
+            "backend": backend.name,
+            "k": k,
+            "rows_per_table": options.table_rows,
+            "baseline_atomic": False,
+            **_sample_params(ours),
+            **_baseline_params(theirs, handle),
+        }
         rows.append(BenchRow.from_samples(f"{backend.name} k={k}", [s.total_ms for s in ours], theirs, params))
         console.log(f"[{backend.name}] k={k}: {rows[-1].txlake:.1f} ms vs {rows[-1].baseline:.1f} ms")
-    _check_versions(
-        lake,
-        {names[i]: appended[i] for i in range(most)},
-        deltalake,
-        {plains[i]: appended[i] for i in range(most)},
-        backend,
-    )
+    # table i got one append per sample of every k > i
+    appended = [sum(options.repeat + 1 for k in options.tables if k > i) for i in range(most)]
+    _check_versions(lake, dict(zip(names, appended, strict=True)), deltalake, plain, appended, backend)
     return rows
 
 
@@ -327,7 +361,8 @@ def _check_versions(
     lake: Lakehouse,
     expected: Mapping[str, int],
     deltalake: ModuleType,
-    expected_plain: Mapping[str, int],
+    plain: PlainTables,
+    appended: int | Sequence[int],
     backend: Backend,
 ) -> None:
     """Both sides committed what was asked: a benchmark of silently failed commits is worthless."""
@@ -335,9 +370,11 @@ def _check_versions(
     for name, version in expected.items():
         if snap.table_version(name) != version:
             raise RuntimeError(f"{name}: expected Delta version {version}, got {snap.table_version(name)}")
-    for uri, version in expected_plain.items():
+    counts = [appended] * len(plain.uris) if isinstance(appended, int) else list(appended)
+    uris = list(plain.uris) + [h.table_uri for h in plain.handles]
+    for uri, version in zip(uris, counts + counts, strict=True):
         got = deltalake.DeltaTable(uri, storage_options=backend.delta_rs_options()).version()
-        if got != version:
+        if got != version:  # version 0 is the create
             raise RuntimeError(f"{uri}: expected delta-rs version {version}, got {got}")
 
 
@@ -371,14 +408,16 @@ class WriterResult:
     first_error: str | None = None
 
 
-def _commit_once(task: WriterTask, lake: Lakehouse | None, deltalake: ModuleType | None, data: pa.Table) -> int:
+def _commit_once(
+    task: WriterTask, lake: Lakehouse | None, deltalake: ModuleType | None, handle: Any, data: pa.Table
+) -> int:
     """One small transaction; returns its rebases (always 0 for delta-rs)."""
     if lake is not None:
         with lake.transaction() as tx:
             tx.append(task.table, data)
         return tx.result.rebases if tx.result is not None else 0
     assert deltalake is not None
-    deltalake.write_deltalake(task.table, data, mode="append", storage_options=task.storage_options or None)
+    deltalake.write_deltalake(handle, data, mode="append")
     return 0
 
 
@@ -393,6 +432,10 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
         if deltalake is not None:
             conflict_types = (deltalake.exceptions.CommitFailedError,)
         lake = txlake.connect(task.uri, task.storage_options, create=False) if task.system == "txlake" else None
+        # delta-rs writes through one open handle: a long-lived writer, like the long-lived Lakehouse
+        handle = None
+        if deltalake is not None:
+            handle = deltalake.DeltaTable(task.table, storage_options=task.storage_options or None)
         data = make_rows(task.rows)
         results.put(("ready", task.index, None))
         if not go.wait(WRITER_STARTUP_TIMEOUT):
@@ -403,7 +446,7 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
         while (now := time.monotonic()) < deadline:
             stats["attempts"] += 1
             try:
-                stats["rebases"] += _commit_once(task, lake, deltalake, data)
+                stats["rebases"] += _commit_once(task, lake, deltalake, handle, data)
                 stats["commits"] += 1
             except conflict_types:
                 stats["conflicts"] += 1
@@ -759,16 +802,35 @@ def write_profile(results: Sequence[ProfileResult], path: Path) -> None:
 # ----------------------------------------------------------------------------------------------- reporting
 
 
+def _latency_table(title: str, rows: Sequence[BenchRow]) -> Table:
+    """Where txlake's time goes (commit phase) and the second delta-rs baseline (an open handle)."""
+    table = Table(title=f"{title}: detail (medians)")
+    for column in ("config", "txlake ms", "commit phase ms", "requests", "delta-rs uri ms", "delta-rs handle ms"):
+        table.add_column(column, justify="left" if column == "config" else "right")
+    table.add_column("txlake/handle", justify="right")
+    for row in rows:
+        p = row.params
+        handle = float(p["baseline_handle_ms"])
+        table.add_row(
+            row.config,
+            f"{row.txlake:.2f}",
+            f"{p['txlake_commit_phase_ms']:.2f}",
+            f"{p['requests_per_txn']['total']:g}",
+            f"{row.baseline:.2f}",
+            f"{handle:.2f}",
+            f"{row.txlake / handle:.2f}x" if handle > 0 else "-",
+        )
+    return table
+
+
 def _requests_table(rows: Sequence[BenchRow]) -> Table:
     table = Table(title="tables: object-store requests per transaction (median; commit phase in brackets)")
     table.add_column("config")
     for kind in (*KINDS, "total"):
         table.add_column(kind, justify="right")
-    table.add_column("commit-phase ms", justify="right")
     for row in rows:
         whole, commit = row.params["requests_per_txn"], row.params["commit_phase_requests"]
-        cells = [f"{whole[k]:g} [{commit[k]:g}]" for k in (*KINDS, "total")]
-        table.add_row(row.config, *cells, f"{row.params['txlake_commit_phase_ms']:.2f}")
+        table.add_row(row.config, *[f"{whole[k]:g} [{commit[k]:g}]" for k in (*KINDS, "total")])
     return table
 
 
@@ -898,7 +960,7 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
                 f"{NAME}-throughput",
                 "committed transactions/s (higher is better)",
                 "tx/s",
-                f"{BASELINE} (n processes, own plain tables)",
+                f"{BASELINE} (n processes, own plain tables, open handles)",
                 tuple(throughput),
                 None,
                 {
@@ -908,6 +970,7 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
                     "seconds": options.seconds,
                     "rows_per_txn": options.txn_rows,
                     "processes": "multiprocessing spawn, one table per writer (disjoint)",
+                    "baseline": 'per process: write_deltalake(DeltaTable(uri), rows, mode="append") in a loop',
                     "ratio_meaning": "txlake/delta-rs throughput: > 1 means txlake commits more per second",
                     "target_per_second_file": THROUGHPUT_TARGET,
                 },
@@ -1046,6 +1109,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for report in result.reports:
         print_report(report, console)
+        if report.name in (f"{NAME}-single", f"{NAME}-tables"):
+            console.print(_latency_table(report.name, report.rows))
         if report.name == f"{NAME}-tables":
             console.print(_requests_table(report.rows))
         if report.name == f"{NAME}-throughput":
