@@ -19,6 +19,7 @@ LOG_DIR = f"{ROOT}/log"
 _RECORD = re.compile(r"^(\d{20})\.json$")
 _OUTCOME = re.compile(r"^(\d{20})\.outcome\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.json$")
+RECORD_CACHE = 1000  # immutable records/outcomes kept in memory below the newest state
 
 
 class GlobalVersionTakenError(Exception):
@@ -217,6 +218,11 @@ class GlobalLog:
             if len(self._states) > 64:
                 for old in sorted(self._states)[:-32]:
                     del self._states[old]
+            horizon = state.version - RECORD_CACHE
+            if len(self._records) > 2 * RECORD_CACHE:
+                for cache in (self._records, self._outcomes):
+                    for v in [v for v in cache if v < horizon]:
+                        del cache[v]
         latest = max(newer) if newer else state.version
         return LogTail(state, tuple(undecided), latest)
 

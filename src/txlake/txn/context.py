@@ -6,12 +6,17 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from txlake.delta.checkpoint import write_checkpoint
 from txlake.delta.log import DeltaLog
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import LakehouseState, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectStore
+from txlake.txn.engine import DataEngine, NoDataEngineError
 from txlake.txn.publish import publish
+
+DELTA_CHECKPOINT_INTERVAL = 10
+"""Default ``delta.checkpointInterval``: txlake checkpoints a table every 10 commits, as Spark does."""
 
 
 @dataclass
@@ -25,6 +30,13 @@ class LakeContext:
     commit_timeout: float = 120.0
     checkpoint_interval: int = 100
     helped: list[int] = field(default_factory=list)
+    engine: DataEngine | None = None
+    """Optional data engine for DataFrame reads/writes (``txlake.spark.SparkEngine``); the Arrow path needs none."""
+
+    def require_engine(self) -> DataEngine:
+        if self.engine is None:
+            raise NoDataEngineError("this needs a Spark session: connect with txlake.connect(uri, spark=spark)")
+        return self.engine
 
     def latest_state(self) -> LakehouseState:
         """The newest decided lakehouse state (what a new transaction or snapshot reads)."""
@@ -67,5 +79,20 @@ class LakeContext:
         return path
 
     def after_commit(self, version: int) -> None:
+        """Maintenance after a committed version: global checkpoint, Delta checkpoints of its tables."""
+        state = self.glog.state_at(version)
         if self.checkpoint_interval and version % self.checkpoint_interval == 0:
-            self.glog.write_checkpoint(self.glog.state_at(version))
+            self.glog.write_checkpoint(state)
+        outcome = self.glog.read_outcome(version)
+        record = self.glog.read_record(version)
+        if outcome is None:
+            return
+        for change in record.tables:
+            delta_version = outcome.table_versions.get(change.table_id)
+            entry = state.tables.get(change.table_id)
+            if not change.writes or entry is None or not delta_version:
+                continue
+            snapshot = self.snapshots.get(entry, delta_version)
+            interval = int(snapshot.metadata.configuration.get("delta.checkpointInterval", DELTA_CHECKPOINT_INTERVAL))
+            if interval > 0 and delta_version % interval == 0:
+                write_checkpoint(DeltaLog(self.store, entry.path, name=entry.name), snapshot)
