@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import threading
@@ -18,8 +19,10 @@ from rich.live import Live
 from rich.table import Table
 
 import txlake
+from txlake.cli.options import URI_ENV, add_location_arguments, normalize_uri, storage_options_from
 from txlake.errors import ConflictError
 
+DEFAULT_PATH = "./txlake-demo"
 BANKS = ("bank.north", "bank.south", "bank.east")
 SCHEMA = pa.schema([("id", pa.int64()), ("owner", pa.string()), ("balance", pa.int64())])
 
@@ -240,8 +243,8 @@ def run_demo(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--path", default="./txlake-demo", help="local lakehouse directory (default ./txlake-demo)")
-    parser.add_argument("--uri", help="lakehouse URI instead of --path (e.g. s3://bucket/demo)")
+    parser.add_argument("--path", help=f"local lakehouse directory (default: ${URI_ENV} if set, else {DEFAULT_PATH})")
+    add_location_arguments(parser)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--accounts", type=int, default=20, help="accounts per bank")
     parser.add_argument("--seconds", type=float, default=20.0)
@@ -252,11 +255,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None) -> int:
     console = Console(stderr=args.json)
-    if args.uri:
-        uri = args.uri
+    uri = args.uri or (None if args.path else os.environ.get(URI_ENV))
+    if uri:
+        uri = normalize_uri(uri)
+        if storage_options is None:
+            storage_options = storage_options_from(args.storage_options, os.environ, uri)
         chart_dir = Path(".")
     else:
-        root = Path(args.path).resolve()
+        root = Path(args.path or DEFAULT_PATH).resolve()
         if args.fresh and root.exists():
             shutil.rmtree(root)
         root.mkdir(parents=True, exist_ok=True)

@@ -1,26 +1,60 @@
-"""The ``txlake`` command line (skeleton: the full CLI comes with its own issue)."""
+"""The ``txlake`` command line: argument parsing, dispatch, and one error line + hint per failure."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
+import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from txlake import __version__
 from txlake.bench import WORKLOADS
 from txlake.cli import demo
+from txlake.cli.commands import add_commands
+from txlake.cli.exit_codes import ExitCode, describe_failure, epilog
+from txlake.cli.options import PUBLIC_OPTIONS, STORAGE_ENV, URI_ENV, SecretMasker
+
+ENVIRONMENT = f"""environment:
+  {URI_ENV:<22} lakehouse URI when --uri is not given (demo: default ./txlake-demo)
+  {", ".join(STORAGE_ENV)}
+                         storage options for s3:// lakehouses (--storage-option overrides; never printed)"""
+
+
+class ArgumentsError(Exception):
+    """argparse found bad arguments (reported by :func:`main` with exit code 2)."""
+
+    def __init__(self, message: str, prog: str, usage: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        self.usage = usage
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser that raises instead of exiting, so :func:`main` prints the error its own way."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ArgumentsError(message, self.prog, self.format_usage())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="txlake", description="Multi-table ACID transactions over Delta Lake.")
+    parser = Parser(
+        prog="txlake",
+        description="Multi-table ACID transactions over a lakehouse of plain Delta Lake tables.",
+        epilog=f"{epilog()}\n\n{ENVIRONMENT}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"txlake {__version__}")
-    parser.add_argument("--debug", action="store_true", help="show stack traces on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help="show stack traces on errors (secrets masked)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    add_commands(sub)
     demo_parser = sub.add_parser("demo", help="concurrent bank transfers on a local lakehouse (the main job)")
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(run=demo.run)
     bench = sub.add_parser("bench", help="run a benchmark workload (writes JSON + PNG)")
-    bench_sub = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
+    bench_sub = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True, parser_class=Parser)
     for name, workload in sorted(WORKLOADS.items()):
         wp = bench_sub.add_parser(name, help=workload.help)
         wp.add_argument("--out", default="bench-results", help="directory for the JSON and PNG results")
@@ -29,17 +63,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SECRET_KEY = re.compile(r"secret|token|password|credential|key", re.IGNORECASE)
+
+
+def secret_pairs(words: Sequence[str]) -> list[tuple[str, str]]:
+    """``KEY=VALUE`` words of the command line whose key names a credential (masked even in usage errors)."""
+    pairs: list[tuple[str, str]] = []
+    for word in words:
+        text = word.split("=", 1)[1] if word.startswith("--storage-option=") else word
+        key, sep, value = text.partition("=")
+        key = key.strip().lower()
+        if sep and not key.startswith("-") and key not in PUBLIC_OPTIONS and _SECRET_KEY.search(key):
+            pairs.append((key, value))
+    return pairs
+
+
+def _print_error(masker: SecretMasker, message: str, hint: str | None) -> None:
+    sys.stderr.write(masker(f"error: {message}") + "\n")
+    if hint:
+        sys.stderr.write(masker(f"hint: {hint}") + "\n")
+
+
+def _quiet_broken_pipe() -> None:
+    """Stdout's reader went away (``txlake log | head``): drop further output instead of failing at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``txlake`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    masker = SecretMasker.from_sources(secret_pairs(words), os.environ)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(words)
+    except ArgumentsError as exc:
+        sys.stderr.write(masker(exc.usage))
+        _print_error(masker, str(exc), f"see `{exc.prog} --help`")
+        return ExitCode.USAGE
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else ExitCode.OK if exc.code is None else ExitCode.USAGE
     if args.command is None:
         parser.print_help()
-        return 0
+        return ExitCode.OK
+    debug = bool(getattr(args, "debug", False))
+    masker = SecretMasker.from_sources([*getattr(args, "storage_options", []), *secret_pairs(words)], os.environ)
     try:
         result: int = args.run(args)
         return result
-    except KeyboardInterrupt:
-        return 130
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return ExitCode.OK
+    except (Exception, KeyboardInterrupt) as exc:
+        failure = describe_failure(exc)
+        if debug:
+            sys.stderr.write(masker("".join(traceback.format_exception(exc))))
+        _print_error(masker, failure.message, failure.hint)
+        return failure.code
 
 
 if __name__ == "__main__":

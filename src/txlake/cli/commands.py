@@ -1,0 +1,266 @@
+"""The lakehouse commands of ``txlake``: init, tables, describe, history, log, show, doctor."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import txlake
+from txlake.cli import render
+from txlake.cli.doctor import run_doctor
+from txlake.cli.exit_codes import ExitCode, LakehouseExistsError, LakehouseNotFoundError
+from txlake.cli.options import (
+    Location,
+    add_location_arguments,
+    create_lakehouse,
+    open_lakehouse,
+    resolve_location,
+)
+from txlake.cli.output import Output
+from txlake.cli.reports import (
+    InitResult,
+    describe_table,
+    list_tables,
+    parse_columns,
+    read_log,
+    read_rows,
+    table_history,
+)
+
+DEFAULT_LIMIT = 20
+T = TypeVar("T")
+
+
+def count(text: str) -> int:
+    """A non-negative integer argument (argparse ``type``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every lakehouse command takes: location, storage options, ``--json``, ``--debug``."""
+    parent = argparse.ArgumentParser(add_help=False)
+    add_location_arguments(parent)
+    parent.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parent.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show stack traces on errors")
+    return parent
+
+
+def _emit(out: Output, result: T, human: Callable[[Output, T], None]) -> None:
+    if out.json_mode:
+        out.json(result)
+    else:
+        human(out, result)
+
+
+def _location(args: argparse.Namespace, out: Output, uri: str | None = None) -> Location:
+    location = resolve_location(args, os.environ, uri=uri)
+    if getattr(args, "debug", False):
+        text = f"debug: lakehouse {location.uri}, storage options {location.masked_options()}"
+        out.stderr.print(text, markup=False, soft_wrap=True)
+    return location
+
+
+def _lake(args: argparse.Namespace) -> tuple[Output, txlake.Lakehouse]:
+    out = Output(args.json)
+    return out, open_lakehouse(_location(args, out))
+
+
+# ------------------------------------------------------------------------------------------- commands
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    out = Output(args.json)
+    location = _location(args, out, args.target)
+    try:
+        lake = open_lakehouse(location)
+    except LakehouseNotFoundError:
+        lake = create_lakehouse(location)
+        created = True
+    else:
+        if not args.exist_ok:
+            raise LakehouseExistsError(
+                f"a lakehouse already exists at {lake.uri} (version {lake.version()})",
+                hint="use --exist-ok to accept an existing lakehouse",
+            )
+        created = False
+    result = InitResult(lake.uri, lake.version(), created)
+    _emit(out, result, render.render_init)
+    return ExitCode.OK
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    result = list_tables(lake, namespace=args.namespace, version=args.at_version)
+    _emit(out, result, render.render_tables)
+    return ExitCode.OK
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    result = describe_table(lake, args.table, version=args.at_version)
+    _emit(out, result, render.render_describe)
+    return ExitCode.OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    limit = args.limit or None
+    if args.table is not None:
+        history = table_history(lake, args.table, limit=limit)
+        _emit(out, history, render.render_table_history)
+        return ExitCode.OK
+    view = read_log(lake, start=None, limit=limit)
+    if out.json_mode:
+        out.json(dataclasses.replace(view, entries=tuple(reversed(view.entries))))
+    else:
+        render.render_lake_history(out, view)
+    return ExitCode.OK
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    view = read_log(lake, start=args.start, limit=args.limit or None)
+    _emit(out, view, render.render_log)
+    return ExitCode.OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    result = read_rows(
+        lake,
+        args.table,
+        version=args.at_version,
+        where=args.where,
+        columns=parse_columns(args.columns),
+        limit=args.limit or None,
+    )
+    _emit(out, result, render.render_rows)
+    return ExitCode.OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    with out.progress() as progress:
+        report = run_doctor(lake, quick=args.quick, repair_first=args.repair, progress=progress)
+    _emit(out, report, render.render_doctor)
+    return ExitCode.OK if report.healthy else ExitCode.PROBLEMS
+
+
+# ------------------------------------------------------------------------------------------- parsers
+
+
+def _add(
+    sub: argparse._SubParsersAction[Any],
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    help: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help, description=description, parents=[common_options()]
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+def _version_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--version", dest="at_version", type=count, metavar="G", help=f"{what} at lakehouse version G (default latest)"
+    )
+
+
+def _limit_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:
+    parser.add_argument(
+        "--limit", type=count, default=default, metavar="N", help=f"at most N {what} (default {default}; 0: all)"
+    )
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register the lakehouse commands on the ``txlake`` subparsers."""
+    p = _add(
+        sub,
+        "init",
+        cmd_init,
+        "create an empty lakehouse",
+        "Create an empty lakehouse (global version 0) at URI; an error if one exists unless --exist-ok.",
+    )
+    p.add_argument("target", nargs="?", metavar="URI", help="where to create it (default: --uri or $TXLAKE_URI)")
+    p.add_argument("--exist-ok", action="store_true", help="succeed if a lakehouse already exists there")
+
+    p = _add(
+        sub,
+        "tables",
+        cmd_tables,
+        "list tables with Delta version, files, rows, location",
+        "List the tables of the lakehouse: Delta version, data files, rows (from file stats), location.",
+    )
+    p.add_argument("--namespace", help="only tables of this namespace")
+    _version_option(p, "tables")
+
+    p = _add(
+        sub,
+        "describe",
+        cmd_describe,
+        "schema, partitioning, properties, protocol and versions of a table",
+        "Describe a table: columns, partition columns, properties, id, location, Delta protocol, versions, files.",
+    )
+    p.add_argument("table", help="namespace.table")
+    _version_option(p, "the table")
+
+    p = _add(
+        sub,
+        "history",
+        cmd_history,
+        "Delta history of a table, or the lakehouse-wide history",
+        "With TABLE: its Delta history (newest first), with the txlake global version of each commit. "
+        "Without: the lakehouse-wide history of global versions.",
+    )
+    p.add_argument("table", nargs="?", help="namespace.table (omit for the lakehouse-wide history)")
+    _limit_option(p, DEFAULT_LIMIT, "entries")
+
+    p = _add(
+        sub,
+        "log",
+        cmd_log,
+        "global log records with their outcomes",
+        "Global records with their outcomes, oldest first; undecided claims are marked.",
+    )
+    _limit_option(p, DEFAULT_LIMIT, "records (the newest, unless --from)")
+    p.add_argument("--from", dest="start", type=count, metavar="G", help="start at global version G")
+
+    p = _add(
+        sub,
+        "show",
+        cmd_show,
+        "rows of a table",
+        "Rows of a table at the latest or given lakehouse version.",
+    )
+    p.add_argument("table", help="namespace.table")
+    _version_option(p, "rows")
+    p.add_argument("--where", metavar="SQL", help="Spark SQL condition, e.g. \"id = 1 AND owner LIKE 'a%%'\"")
+    _limit_option(p, DEFAULT_LIMIT, "rows")
+    p.add_argument("--columns", metavar="A,B", help="comma-separated columns to show (default all)")
+
+    p = _add(
+        sub,
+        "doctor",
+        cmd_doctor,
+        "verify the lakehouse (exit 1 on problems)",
+        "Verify the global log, every table's Delta log and data files, and invariants I1-I4. "
+        "Exit 0 when healthy, 1 when problems are found.",
+    )
+    p.add_argument("--quick", action="store_true", help="skip the data-file checks (one HEAD per file)")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="first roll undecided global versions forward, as any writer would (waits out live leases)",
+    )

@@ -1,0 +1,190 @@
+"""The two outputs of every command: ``--json`` on stdout, or rich tables for people; value formatting."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import json
+import math
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from rich import box
+from rich.console import Console, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+MAX_CELL = 40
+"""Longest value shown in a table cell before it is cut with an ellipsis."""
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data: dataclasses by field, timestamps ISO-8601, bytes base64, Arrow as rows."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [to_jsonable(v) for v in items]
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, pa.Table):
+        return [to_jsonable(row) for row in value.to_pylist()]
+    return str(value)
+
+
+def timestamp(ms: int | None) -> dt.datetime | None:
+    """A UTC datetime from epoch milliseconds (``None`` stays ``None``)."""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC) if ms is not None else None
+
+
+def human_time(value: dt.datetime | None) -> str:
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if value is not None else "-"
+
+
+def human_size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover - the loop always returns
+
+
+def truncate(text: str, width: int = MAX_CELL) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = text.replace("\r", "").replace("\n", "⏎")
+    return flat if len(flat) <= width else flat[: max(width - 1, 1)] + "…"
+
+
+def cell(value: Any, width: int = MAX_CELL) -> Text:
+    """One table cell: ``null`` dimmed, numbers as-is, nested values as compact JSON, cut to ``width``."""
+    if value is None:
+        return Text("null", style="dim")
+    if isinstance(value, Text):
+        return value
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, dt.datetime):
+        text = value.isoformat(sep=" ")
+    elif isinstance(value, (bytes, bytearray)):
+        text = "0x" + bytes(value).hex()
+    elif isinstance(value, (Mapping, list, tuple)):
+        text = json.dumps(to_jsonable(value), separators=(",", ":"), ensure_ascii=False)
+    else:
+        text = str(value)
+    return Text(truncate(text, width))
+
+
+def is_numeric(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype))
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A table column: numbers right-aligned; ``wrap`` columns fold long values, others cut them with "…"."""
+
+    header: str
+    numeric: bool = False
+    min_width: int | None = None
+    wrap: bool = False
+
+
+def new_table(columns: Sequence[Column]) -> Table:
+    """A rich table that keeps short columns whole and shrinks (folds) only the ``wrap`` columns."""
+    table = Table(box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False, collapse_padding=True)
+    for c in columns:
+        table.add_column(
+            c.header,
+            justify="right" if c.numeric else "left",
+            overflow="fold" if c.wrap else "ellipsis",
+            no_wrap=not c.wrap,
+            min_width=c.min_width if c.wrap else max(len(c.header), c.min_width or 0),
+        )
+    return table
+
+
+def key_value_table(rows: Iterable[tuple[str, Any]]) -> Table:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in rows:
+        table.add_row(key, cell(value, width=200))
+    return table
+
+
+PIPE_WIDTH = 160
+"""Line width of human output that goes to a pipe or file (a terminal's own width is used otherwise)."""
+
+
+def _width() -> int | None:
+    """Rich measures terminals itself; a pipe gets :data:`PIPE_WIDTH` (or ``$COLUMNS``) instead of 80."""
+    if "COLUMNS" in os.environ or sys.stdout.isatty():
+        return None
+    return PIPE_WIDTH
+
+
+class Output:
+    """Where a command's result goes: JSON on stdout (``--json``) or rich renderables for people.
+
+    Progress bars and notes go to stderr, so stdout stays clean for pipes and ``--json``.
+    """
+
+    def __init__(self, json_mode: bool, *, console: Console | None = None, stderr: Console | None = None) -> None:
+        self.json_mode = json_mode
+        self.console = console or Console(highlight=False, width=_width())
+        self.stderr = stderr or Console(stderr=True, highlight=False)
+
+    def json(self, doc: Any) -> None:
+        sys.stdout.write(json.dumps(to_jsonable(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+    def print(self, *renderables: RenderableType) -> None:
+        self.console.print(*renderables)
+
+    def line(self, text: Text) -> None:
+        """One logical line: never broken by rich (the terminal wraps it), so ``grep`` sees it whole."""
+        self.console.print(text, soft_wrap=True)
+
+    def table(self, title: str, table: Table, caption: str | None = None) -> None:
+        """A titled table (title and caption on their own lines, so a narrow table does not wrap them)."""
+        self.console.print(Text(title, style="bold"))
+        self.console.print(table)
+        if caption:
+            self.console.print(Text(caption, style="dim"))
+
+    def note(self, text: str) -> None:
+        """A remark for people (never in ``--json`` output)."""
+        if not self.json_mode:
+            self.stderr.print(Text(text, style="dim"))
+
+    def progress(self) -> Progress:
+        """A progress display on stderr; silent with ``--json`` or when stderr is not a terminal."""
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.stderr,
+            transient=True,
+            disable=self.json_mode or not self.stderr.is_terminal,
+        )

@@ -1,0 +1,231 @@
+"""``txlake doctor``: exit 0 on a healthy lakehouse; each kind of damage is one finding with a hint, exit 1."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import txlake
+from tests.cli.conftest import SCHEMA, Txlake, accounts, build_bank
+from txlake.cli.doctor import CHECKS, ROLL_FORWARD_HINT, run_doctor
+from txlake.cli.exit_codes import ExitCode
+from txlake.cli.output import Output
+from txlake.delta import DeltaTable
+from txlake.errors import SimulatedCrash
+from txlake.lakehouse.log import GlobalLog
+from txlake.storage import FaultRule
+
+
+def _doctor(txlake_cli: Txlake, uri: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    run = txlake_cli("doctor", "--uri", uri, "--json", *extra)
+    doc = run.json()
+    assert isinstance(doc, dict)
+    return run.code, doc
+
+
+def _errors(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in doc["findings"] if f["severity"] == "error"]
+
+
+def _status(doc: dict[str, Any]) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in doc["checks"]}
+
+
+def test_healthy_lakehouse(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.OK
+    assert doc["healthy"] is True
+    assert doc["findings"] == []
+    assert [c["name"] for c in doc["checks"]] == [name for name, _ in CHECKS]
+    assert set(_status(doc).values()) == {"ok"}
+    assert doc["lakehouse_version"] == 4 and doc["tables"] == 2
+    assert doc["delta_commits"] == 6 and doc["data_files"] == 3
+
+    human = txlake_cli("doctor", "--uri", bank.uri)
+    assert human.code == ExitCode.OK
+    assert "healthy" in human.out and "✓ files.exist" in human.out
+
+    quick_code, quick = _doctor(txlake_cli, bank.uri, "--quick")
+    assert quick_code == ExitCode.OK
+    assert _status(quick)["files.exist"] == "skipped" and quick["data_files"] is None
+
+
+def test_healthy_with_checkpoints_plain_writers_drops_and_renames(tmp_path: Path, txlake_cli: Txlake) -> None:
+    lake = build_bank(f"file://{tmp_path}", checkpoint_interval=2)
+    lake.create_table("tmp.scratch", SCHEMA)
+    lake.drop_table("tmp.scratch")
+    lake.rename_table("bank.savings", "bank.reserve")
+    entry = lake.snapshot().entry("bank.checking")
+    DeltaTable(lake.store, entry.path).append(accounts([9], ["zed"], [1]))  # a plain writer, not adopted yet
+    assert lake.context.glog.list().checkpoints  # I1 has something to compare
+    code, doc = _doctor(txlake_cli, lake.uri)
+    assert code == ExitCode.OK, doc["findings"]
+    infos = [f for f in doc["findings"] if f["severity"] == "info"]
+    assert [(f["check"], f["table"]) for f in infos] == [("tables.mapped_version", "bank.checking")]
+
+
+def test_missing_data_file(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    snap = bank.snapshot()
+    entry = snap.entry("bank.savings")
+    victim = sorted(snap.delta_snapshot("bank.savings").files)[0]
+    bank.store.delete(f"{entry.path}/{victim}")
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    assert doc["healthy"] is False
+    (finding,) = _errors(doc)
+    assert finding["check"] == "files.exist"
+    assert finding["table"] == "bank.savings" and finding["path"] == victim
+    assert "restore it from a backup" in finding["hint"]
+    assert _status(doc)["files.exist"] == "failed"
+
+    human = txlake_cli("doctor", "--uri", bank.uri)
+    assert human.code == ExitCode.PROBLEMS
+    line = next(line for line in human.out.splitlines() if line.startswith("ERROR"))
+    assert "[files.exist]" in line and victim in line and "hint:" in line  # one line with its hint
+    assert "1 problem(s) found" in human.out
+    assert _doctor(txlake_cli, bank.uri, "--quick")[0] == ExitCode.OK  # --quick skips the file checks
+
+
+def test_undecided_claim_past_its_lease_is_found_and_repaired(tmp_path: Path, txlake_cli: Txlake) -> None:
+    uri = f"file://{tmp_path}"
+    lake = build_bank(uri)
+    doomed = txlake.connect(uri, lease_seconds=0.2)
+    tx = doomed.transaction()
+    tx.append("bank.checking", accounts([4], ["dan"], [10]))
+    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log"))
+    with pytest.raises(SimulatedCrash):
+        tx.commit()
+    time.sleep(0.3)
+
+    code, doc = _doctor(txlake_cli, uri)
+    assert code == ExitCode.PROBLEMS
+    (finding,) = _errors(doc)
+    assert finding["check"] == "log.decided" and finding["version"] == 5
+    assert finding["hint"] == ROLL_FORWARD_HINT
+    assert doc["latest_claimed"] == 5 and doc["lakehouse_version"] == 4
+    log = txlake_cli("log", "--uri", uri, "--json").json()
+    assert isinstance(log, dict)
+    assert log["undecided"] == [5]
+    assert log["entries"][-1]["status"] == "undecided" and log["entries"][-1]["lease_expired"] is True
+    assert "undecided (lease expired)" in txlake_cli("log", "--uri", uri).out
+
+    code, repaired = _doctor(txlake_cli, uri, "--repair")
+    assert code == ExitCode.OK, repaired["findings"]
+    assert [(r["version"], r["status"]) for r in repaired["repaired"]] == [(5, "committed")]
+    assert repaired["lakehouse_version"] == 5
+    assert lake.read_arrow("bank.checking", where="id = 4").num_rows == 1
+    assert _doctor(txlake_cli, uri)[0] == ExitCode.OK
+
+
+def test_claim_within_its_lease_is_in_progress_not_a_problem(tmp_path: Path, txlake_cli: Txlake) -> None:
+    uri = f"file://{tmp_path}"
+    build_bank(uri)
+    doomed = txlake.connect(uri, lease_seconds=600)
+    tx = doomed.transaction()
+    tx.append("bank.checking", accounts([4], ["dan"], [10]))
+    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log"))
+    with pytest.raises(SimulatedCrash):
+        tx.commit()
+    code, doc = _doctor(txlake_cli, uri)
+    assert code == ExitCode.OK
+    assert [(f["check"], f["severity"]) for f in doc["findings"]] == [("log.decided", "info")]
+
+
+def test_corrupt_global_record(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    bank.store.put(GlobalLog.record_path(3), b"garbage")
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    checks = {f["check"] for f in _errors(doc)}
+    assert "log.readable" in checks
+    readable = next(f for f in _errors(doc) if f["check"] == "log.readable")
+    assert readable["version"] == 3 and readable["path"] == GlobalLog.record_path(3)
+    assert doc["lakehouse_version"] == 2  # the decided prefix the doctor could replay
+
+
+def test_missing_global_record_is_a_gap(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    bank.store.delete(GlobalLog.record_path(2))
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    checks = {f["check"] for f in _errors(doc)}
+    assert {"log.contiguous"} <= checks
+
+
+def test_garbage_delta_commit(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    log = bank.delta_log("bank.checking")
+    bank.store.put(log.commit_path(1), b"not json at all\n")
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    by_check = {f["check"]: f for f in _errors(doc)}
+    assert by_check["I2.commits"]["version"] == 1 and by_check["I2.commits"]["table"] == "bank.checking"
+    assert "tables.readable" in by_check  # the mapped snapshot cannot be replayed either
+    assert "I4.published" in by_check  # version 1 no longer holds the commit global version 3 published
+
+
+def test_unknown_action_in_a_txlake_commit(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    log = bank.delta_log("bank.checking")
+    data = bank.store.get(log.commit_path(2)) + b'{"domainMetadata": {"domain": "x", "configuration": "{}"}}\n'
+    bank.store.put(log.commit_path(2), data)
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    (finding,) = _errors(doc)
+    assert finding["check"] == "I2.commits" and "domainMetadata" in finding["message"]
+
+
+def test_txlake_commit_of_an_unknown_global_version(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    log = bank.delta_log("bank.checking")
+    stray = {"commitInfo": {"operation": "WRITE", "txlake": {"txn": "ghost", "globalVersion": 99}}}
+    bank.store.put(log.commit_path(3), (json.dumps(stray) + "\n").encode())
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    (finding,) = _errors(doc)
+    assert finding["check"] == "I3.txlake_commits" and finding["version"] == 3
+
+
+def test_published_commit_deleted(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    log = bank.delta_log("bank.savings")
+    bank.store.delete(log.commit_path(1))
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    by_check = {f["check"]: f for f in _errors(doc)}
+    assert by_check["delta.contiguous"]["version"] == 1
+    assert by_check["I4.published"]["version"] == 1 and by_check["I4.published"]["table"] == "bank.savings"
+
+
+def test_mapped_delta_version_missing(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    log = bank.delta_log("bank.savings")
+    bank.store.delete(log.commit_path(2))
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    checks = {f["check"] for f in _errors(doc)}
+    assert {"tables.mapped_version", "I4.published"} <= checks
+
+
+def test_checkpoint_that_differs_from_the_log(tmp_path: Path, txlake_cli: Txlake) -> None:
+    lake = build_bank(f"file://{tmp_path}", checkpoint_interval=2)
+    glog = lake.context.glog
+    path = glog.checkpoint_path(2)
+    doc = json.loads(lake.store.get(path))
+    doc["tableVersions"] = {k: v + 5 for k, v in doc["tableVersions"].items()}
+    lake.store.put(path, json.dumps(doc).encode())
+    code, report = _doctor(txlake_cli, lake.uri)
+    assert code == ExitCode.PROBLEMS
+    (finding,) = _errors(report)
+    assert finding["check"] == "I1.checkpoints" and "table_versions" in finding["message"]
+    assert finding["path"] == path
+
+
+def test_progress_bar_is_drawn_on_a_terminal(bank: txlake.Lakehouse) -> None:
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=100)
+    out = Output(False, console=terminal, stderr=terminal)
+    with out.progress() as progress:
+        report = run_doctor(bank, quick=False, repair_first=False, progress=progress)
+    assert report.healthy and report.data_files == 3
+    assert "checking data files" in screen.getvalue()
+    assert Output(True).progress().disable  # never with --json
