@@ -10,7 +10,8 @@ stopped by the benchmark unless ``--no-s3`` or ``--s3-endpoint``), with the base
    (which are not atomic); median latency and object-store requests per transaction by kind.
 3. ``throughput``: 1, 2, 4, 8 writer processes (spawned), each committing 10-row transactions to its own
    table of one lakehouse for ``--seconds``; committed transactions/s and abort rate, against the same
-   number of delta-rs writer processes appending to their own plain tables.
+   number of delta-rs writer processes appending to their own plain tables through open ``DeltaTable``
+   handles (per-second commit counts show how both slow down as their logs grow).
 
 ``--profile`` additionally runs cProfile over the ``file://`` single-table and largest k-table commits and
 attributes every request to what it touched (global log, Delta log, data files).
@@ -406,6 +407,8 @@ class WriterResult:
     rebases: int = 0
     elapsed: float = 0.0
     first_error: str | None = None
+    per_second: tuple[int, ...] = ()  # commits in each second of the run (shows slow-downs as the log grows)
+    requests: dict[str, int] = field(default_factory=dict)  # txlake's object-store requests, whole run
 
 
 def _commit_once(
@@ -424,8 +427,10 @@ def _commit_once(
 def writer_main(task: WriterTask, go: Any, results: Any) -> None:
     """A writer process: connect, report ready, wait for ``go``, commit until ``task.seconds`` have passed."""
     stats = Counter[str]()
+    seconds = Counter[int]()
     first_error: str | None = None
     elapsed = 0.0
+    lake: Lakehouse | None = None
     try:
         deltalake = _import_deltalake() if task.system == "delta-rs" else None
         conflict_types: tuple[type[BaseException], ...] = (ConflictError,)
@@ -440,6 +445,8 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
         results.put(("ready", task.index, None))
         if not go.wait(WRITER_STARTUP_TIMEOUT):
             raise TimeoutError("no start signal")
+        if lake is not None:
+            lake.store.counters.reset()
         start = time.monotonic()
         deadline = start + task.seconds
         reported = start
@@ -448,6 +455,7 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
             try:
                 stats["rebases"] += _commit_once(task, lake, deltalake, handle, data)
                 stats["commits"] += 1
+                seconds[int(time.monotonic() - start)] += 1
             except conflict_types:
                 stats["conflicts"] += 1
             except TxlakeError as exc:  # a failed commit that is not a conflict: counted, reported, go on
@@ -473,6 +481,8 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
                 stats["rebases"],
                 elapsed,
                 first_error,
+                tuple(seconds[i] for i in range(max(seconds, default=-1) + 1)),
+                lake.store.counters.snapshot().as_dict() if lake is not None else {},
             ),
         )
     )
@@ -586,6 +596,19 @@ def _drain(
             counts[index] = payload.commits
 
 
+def _requests_per_commit(run: ThroughputRun) -> dict[str, float]:
+    totals = Counter[str]()
+    for r in run.results:
+        totals.update(r.requests)
+    return {kind: totals[kind] / run.commits if run.commits else 0.0 for kind in KINDS}
+
+
+def _timeline(run: ThroughputRun) -> list[int]:
+    """Commits of all writers in each second of the run."""
+    width = max((len(r.per_second) for r in run.results), default=0)
+    return [sum(r.per_second[i] for r in run.results if i < len(r.per_second)) for i in range(width)]
+
+
 def measure_throughput(
     backend: Backend, options: CommitBenchOptions, deltalake: ModuleType, console: Console
 ) -> tuple[list[BenchRow], list[tuple[ThroughputRun, ThroughputRun]]]:
@@ -631,6 +654,9 @@ def measure_throughput(
             "txlake_abort_rate": ours.abort_rate,
             "txlake_errors": ours.errors,
             "txlake_rebases_per_commit": sum(r.rebases for r in ours.results) / ours.commits if ours.commits else 0.0,
+            "txlake_requests_per_commit": _requests_per_commit(ours),
+            "txlake_commits_per_second_timeline": _timeline(ours),
+            "baseline_commits_per_second_timeline": _timeline(theirs),
             "txlake_writers": [asdict(r) for r in ours.results],
             "baseline_commits": theirs.commits,
             "baseline_conflicts": theirs.conflicts,
@@ -834,11 +860,18 @@ def _requests_table(rows: Sequence[BenchRow]) -> Table:
     return table
 
 
+def _first_last(timeline: Sequence[int]) -> str:
+    full = list(timeline[:-1]) if len(timeline) > 1 else list(timeline)  # the last second is partial
+    return f"{full[0]} → {full[-1]}" if full else "-"
+
+
 def _throughput_table(rows: Sequence[BenchRow]) -> Table:
     table = Table(title=f"throughput: aborts and target (>= {THROUGHPUT_TARGET:g}/s on file://, 0 aborts)")
     for column in ("config", "txlake tx/s", "delta-rs tx/s", "attempts", "aborts", "abort rate", "errors"):
         table.add_column(column, justify="left" if column == "config" else "right")
     table.add_column("rebases/commit", justify="right")
+    table.add_column("requests/commit", justify="right")
+    table.add_column("tx in 1st s → last full s", justify="right")
     table.add_column("target", justify="center")
     for row in rows:
         p = row.params
@@ -853,6 +886,8 @@ def _throughput_table(rows: Sequence[BenchRow]) -> Table:
             f"{p['txlake_abort_rate']:.2%}",
             str(p["txlake_errors"]),
             f"{p['txlake_rebases_per_commit']:.2f}",
+            f"{sum(p['txlake_requests_per_commit'].values()):.1f}",
+            _first_last(p["txlake_commits_per_second_timeline"]),
             target,
         )
     return table
@@ -929,7 +964,7 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
         reports.append(
             BenchReport(
                 f"{NAME}-single",
-                f"single-table append of {options.rows} rows, latency (median)",
+                f"append latency, {options.rows} rows (median)",
                 "ms",
                 BASELINE,
                 tuple(single),
@@ -941,9 +976,9 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
         reports.append(
             BenchReport(
                 f"{NAME}-tables",
-                f"k-table transaction, {options.table_rows} rows per table, latency (median)",
+                f"latency, {options.table_rows} rows/table (median)",
                 "ms",
-                f"{BASELINE} (k sequential appends, not atomic)",
+                BASELINE,
                 tuple(tables),
                 None,
                 {
@@ -960,7 +995,7 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
                 f"{NAME}-throughput",
                 "committed transactions/s (higher is better)",
                 "tx/s",
-                f"{BASELINE} (n processes, own plain tables, open handles)",
+                BASELINE,
                 tuple(throughput),
                 None,
                 {

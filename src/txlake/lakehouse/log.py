@@ -138,6 +138,10 @@ class GlobalLog:
             return existing
         with self._lock:
             self._outcomes[outcome.version] = outcome
+            before = self._states.get(outcome.version - 1)
+            record = self._records.get(outcome.version)
+        if before is not None and record is not None:
+            self._remember(apply(before, record, outcome))  # the decider knows the new state: no re-read
         return outcome
 
     # ------------------------------------------------------------------------------------ checkpoints
@@ -184,35 +188,65 @@ class GlobalLog:
             list(pool.map(fetch, todo))
 
     def tail(self) -> LogTail:
-        """The newest decided state and the undecided claims beyond it (one LIST plus new entries)."""
+        """The newest decided state and the undecided claims beyond it.
+
+        From a cached state the log is walked by reading version after version directly (no LIST); a
+        cold client starts from the newest global checkpoint and LISTs once to prefetch what follows.
+        """
         base = self._nearest_state(None)
-        if base is None:
-            hint = self._last_checkpoint_hint()
-            if hint is not None:
-                try:
-                    base = self.read_checkpoint(hint)
-                except (ObjectNotFoundError, CorruptLogError):
-                    base = None
+        if base is not None:
+            return self._catch_up(base, None, listing=None)
+        hint = self._last_checkpoint_hint()
+        if hint is not None:
+            try:
+                base = self.read_checkpoint(hint)
+            except (ObjectNotFoundError, CorruptLogError):
+                base = None
         listing = self.list(after=base.version if base is not None else None)
         if base is None:
-            if 0 not in listing.records:
+            if 0 not in listing.records and self._try_record(0) is None:
                 raise VersionNotFoundError("the lakehouse log has no version 0 (not initialized)", version=0)
             base = LakehouseState(version=-1)
-        return self._advance(base, listing, None)
+        return self._catch_up(base, None, listing=listing)
 
-    def _advance(self, base: LakehouseState, listing: LogListing, stop_at: int | None) -> LogTail:
-        newer = sorted(v for v in listing.records if v > base.version and (stop_at is None or v <= stop_at))
-        self._fetch_all(newer, listing.outcomes)
+    def _try_record(self, version: int) -> GlobalRecord | None:
+        try:
+            return self.read_record(version)
+        except VersionNotFoundError:
+            return None
+
+    def _catch_up(self, base: LakehouseState, stop_at: int | None, *, listing: LogListing | None) -> LogTail:
+        """Apply every decided version after ``base`` (up to ``stop_at``), in order.
+
+        A listing only prefetches: directory listings of a local disk taken while files are being
+        created can miss earlier entries yet show later ones, so every version is confirmed by name.
+        A claim exists only after all earlier ones were decided, so a missing version below a claimed
+        one is a real gap.
+        """
+        known_top = -1
+        if listing is not None:
+            newer = sorted(v for v in listing.records if v > base.version and (stop_at is None or v <= stop_at))
+            self._fetch_all(newer, listing.outcomes)
+            known_top = max(newer, default=-1)
         state = base
         undecided: list[int] = []
-        for v in newer:
-            if v != state.version + 1 and not undecided:
-                raise CorruptLogError(f"the lakehouse log has a gap at version {state.version + 1}", version=v)
-            outcome = self._outcomes.get(v) if v in listing.outcomes else None
+        v = base.version + 1
+        while stop_at is None or v <= stop_at:
+            record = self._records.get(v) or self._try_record(v)
+            if record is None:
+                if v <= known_top:
+                    raise CorruptLogError(f"the lakehouse log has a gap at version {v}", version=v)
+                break
+            outcome = self.read_outcome(v)
             if outcome is None or undecided:
                 undecided.append(v)
-                continue
-            state = apply(state, self._records[v], outcome)
+            else:
+                state = apply(state, record, outcome)
+            v += 1
+        self._remember(state)
+        return LogTail(state, tuple(undecided), max(v - 1, state.version))
+
+    def _remember(self, state: LakehouseState) -> None:
         with self._lock:
             self._states[state.version] = state
             if len(self._states) > 64:
@@ -221,10 +255,8 @@ class GlobalLog:
             horizon = state.version - RECORD_CACHE
             if len(self._records) > 2 * RECORD_CACHE:
                 for cache in (self._records, self._outcomes):
-                    for v in [v for v in cache if v < horizon]:
-                        del cache[v]
-        latest = max(newer) if newer else state.version
-        return LogTail(state, tuple(undecided), latest)
+                    for old in [k for k in cache if k < horizon]:
+                        del cache[old]
 
     def state_at(self, version: int) -> LakehouseState:
         """The decided state at ``version``; :class:`VersionNotFoundError` if not (yet) decided."""
@@ -233,11 +265,12 @@ class GlobalLog:
         if cached is not None:
             return cached
         base = self._nearest_state(version)
+        listing = None
         if base is None:
             checkpoints = [v for v in self.list().checkpoints if v <= version]
             base = self.read_checkpoint(max(checkpoints)) if checkpoints else LakehouseState(version=-1)
-        listing = self.list(after=base.version)
-        tail = self._advance(base, listing, version)
+            listing = self.list(after=base.version)
+        tail = self._catch_up(base, version, listing=listing)
         if tail.state.version != version:
             raise VersionNotFoundError(f"global version {version} is not decided", version=version)
         return tail.state

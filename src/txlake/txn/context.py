@@ -52,7 +52,7 @@ class LakeContext:
                 self.helped.append(version)
                 return
             time.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, 0.01)
 
     def settled_state(self) -> LakehouseState:
         """The latest state with every claimed version decided (waiting for or helping undecided ones)."""
@@ -92,7 +92,7 @@ class LakeContext:
             entry = state.tables.get(change.table_id)
             if not change.writes or entry is None or not delta_version:
                 continue
-            snapshot = self.snapshots.get(entry, delta_version)
-            interval = int(snapshot.metadata.configuration.get("delta.checkpointInterval", DELTA_CHECKPOINT_INTERVAL))
+            interval = int(entry.properties.get("delta.checkpointInterval", DELTA_CHECKPOINT_INTERVAL))
             if interval > 0 and delta_version % interval == 0:
+                snapshot = self.snapshots.get(entry, delta_version)
                 write_checkpoint(DeltaLog(self.store, entry.path, name=entry.name), snapshot)
