@@ -48,6 +48,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
+from txlake.bench.args import key_value, positive, positive_float
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.errors import ConflictError, TxlakeError
 from txlake.lake import Lakehouse
@@ -1017,52 +1018,31 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
 # ------------------------------------------------------------------------------------------------------ CLI
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which parts to run (default: all)"
     )
-    parser.add_argument("--repeat", type=_positive, default=20, help="samples per configuration after a warm-up")
-    parser.add_argument("--rows", type=_positive, default=10_000, help="rows of the single-table append")
+    parser.add_argument("--repeat", type=positive, default=20, help="samples per configuration after a warm-up")
+    parser.add_argument("--rows", type=positive, default=10_000, help="rows of the single-table append")
     parser.add_argument(
         "--tables",
-        type=_positive,
+        type=positive,
         nargs="+",
         default=list(DEFAULT_TABLES),
         metavar="K",
         help="tables per transaction (default: " + " ".join(map(str, DEFAULT_TABLES)) + ")",
     )
-    parser.add_argument("--table-rows", type=_positive, default=100, help="rows appended to each of the k tables")
+    parser.add_argument("--table-rows", type=positive, default=100, help="rows appended to each of the k tables")
     parser.add_argument(
         "--writers",
-        type=_positive,
+        type=positive,
         nargs="+",
         default=list(DEFAULT_WRITERS),
         metavar="N",
         help="concurrent writer processes (default: " + " ".join(map(str, DEFAULT_WRITERS)) + ")",
     )
-    parser.add_argument("--seconds", type=_positive_float, default=10.0, help="duration of each throughput run")
-    parser.add_argument("--txn-rows", type=_positive, default=10, help="rows per throughput transaction")
+    parser.add_argument("--seconds", type=positive_float, default=10.0, help="duration of each throughput run")
+    parser.add_argument("--txn-rows", type=positive, default=10, help="rows per throughput transaction")
     parser.add_argument("--no-s3", action="store_true", help="only file:// (no SeaweedFS)")
     parser.add_argument(
         "--s3-endpoint", default=None, help="use this S3 server instead of starting SeaweedFS, e.g. http://host:8333"
@@ -1072,7 +1052,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--storage-option",
-        type=_key_value,
+        type=key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -1080,14 +1060,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--delta-rs-option",
-        type=_key_value,
+        type=key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="extra storage option for the delta-rs baseline only, e.g. conditional_put=etag (repeatable)",
     )
     parser.add_argument("--profile", action="store_true", help="also cProfile the file:// commits (writes .prof/.txt)")
-    parser.add_argument("--profile-repeat", type=_positive, default=10, help="profiled transactions per scenario")
+    parser.add_argument("--profile-repeat", type=positive, default=10, help="profiled transactions per scenario")
     parser.add_argument("--keep", action="store_true", help="keep the lakehouses and tables written")
 
 

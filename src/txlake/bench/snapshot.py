@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
 
+from txlake.bench.args import key_value, positive
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.delta import Add, DeltaLog, DeltaTable, commit_info, compute_stats, load_snapshot
 from txlake.delta.actions import Action, now_ms
@@ -235,24 +236,10 @@ def run_snapshot_bench(options: SnapshotBenchOptions, console: Console | None = 
 # ------------------------------------------------------------------------------------------------------ CLI
 
 
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--commits",
-        type=_positive,
+        type=positive,
         nargs="+",
         default=list(DEFAULT_COMMITS),
         metavar="N",
@@ -260,7 +247,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--repeat",
-        type=_positive,
+        type=positive,
         default=5,
         help="timed loads per reader and table, after one warm-up (default: 5; the median is reported)",
     )
@@ -271,13 +258,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--storage-option",
-        type=_key_value,
+        type=key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="object-store option for both readers, e.g. AWS_ENDPOINT_URL=http://127.0.0.1:8333 (repeatable)",
     )
-    parser.add_argument("--build-threads", type=_positive, default=8, help="threads writing commits and files")
+    parser.add_argument("--build-threads", type=positive, default=8, help="threads writing commits and files")
     parser.add_argument("--keep", action="store_true", help="keep the built tables")
 
 

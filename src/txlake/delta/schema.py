@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -58,8 +59,9 @@ def delta_field_to_arrow(field: dict[str, Any]) -> pa.Field:
     return pa.field(field["name"], delta_type_to_arrow(field["type"]), field.get("nullable", True), arrow_meta)
 
 
+@functools.lru_cache(maxsize=512)
 def schema_from_json(schema_string: str) -> pa.Schema:
-    """Parse a Delta ``schemaString`` into an Arrow schema."""
+    """Parse a Delta ``schemaString`` into an Arrow schema (memoized: schemas are immutable)."""
     doc = json.loads(schema_string)
     if doc.get("type") != "struct":
         raise UnsupportedFeatureError("the table schema is not a struct", feature="schema")
