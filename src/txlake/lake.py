@@ -21,6 +21,7 @@ from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Ou
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
+from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, TableLocation
 from txlake.txn.transaction import CommitResult, Transaction
 
 T = TypeVar("T")
@@ -73,11 +74,37 @@ class LakehouseSnapshot:
             data = predicate.filter(data)
         return data.select(list(columns)) if columns is not None else data
 
+    def read(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> Any:
+        """Rows of ``name`` at this version matching ``where`` (Spark SQL) as a Spark DataFrame.
+
+        Files are pruned by ``where`` against their statistics and partition values; Spark applies ``where``.
+        """
+        engine = self._ctx.require_engine()
+        entry = self.entry(name)
+        snap = self.delta_snapshot(name)
+        files = list(snap.files.values())
+        prune = engine.pruning_predicate(where, snap.schema)
+        if prune is not None:
+            predicate = parse_predicate(prune).bind(snap.schema)
+            files = [
+                a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
+            ]
+        location = TableLocation.of(self._ctx.store, entry, snap.metadata)
+        return engine.read(ScanSpec(location, tuple(files)), where=where, columns=columns)
+
 
 class Lakehouse:
     """A lakehouse of plain Delta tables under one root, with a transactional catalog and global versions."""
 
-    def __init__(self, store: ObjectStore, *, lease_seconds: float = 30.0, checkpoint_interval: int = 100) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        lease_seconds: float = 30.0,
+        checkpoint_interval: int = 100,
+        spark: Any = None,
+        spark_reader: SparkReader = "auto",
+    ) -> None:
         self.store = store
         self._ctx = LakeContext(
             store,
@@ -85,7 +112,13 @@ class Lakehouse:
             SnapshotCache(store),
             lease_seconds=lease_seconds,
             checkpoint_interval=checkpoint_interval,
+            engine=_engine(spark, spark_reader),
         )
+
+    @property
+    def engine(self) -> DataEngine | None:
+        """The data engine for DataFrame reads and writes (``None`` without a Spark session)."""
+        return self._ctx.engine
 
     @property
     def uri(self) -> str:
@@ -233,6 +266,16 @@ class Lakehouse:
         return f"Lakehouse({self.uri!r}, version={self.version()})"
 
 
+def _engine(spark: Any, reader: SparkReader) -> DataEngine | None:
+    """A Spark engine for ``spark`` (a SparkSession, or a ready :class:`DataEngine`), or ``None``."""
+    if spark is None or isinstance(spark, DataEngine):
+        return spark
+    # pyspark is an optional dependency: only a caller that passes a session needs it installed
+    from txlake.spark.engine import SparkEngine
+
+    return SparkEngine(spark, reader=reader)
+
+
 def connect(
     uri: str,
     storage_options: Mapping[str, Any] | None = None,
@@ -240,14 +283,25 @@ def connect(
     create: bool = True,
     lease_seconds: float = 30.0,
     checkpoint_interval: int = 100,
+    spark: Any = None,
+    spark_reader: SparkReader = "auto",
 ) -> Lakehouse:
     """Open the lakehouse at ``uri`` (``file:///dir``, ``s3://bucket/prefix``, ``memory://name``).
 
     With ``create=True`` (default) an empty location is initialized; otherwise a location without a
-    lakehouse log raises :class:`VersionNotFoundError`.
+    lakehouse log raises :class:`VersionNotFoundError`. With ``spark=`` (a SparkSession) tables can be read
+    as DataFrames (``tx.read``) and DataFrames appended; ``spark_reader`` picks how files are read: Spark's
+    own Parquet reader (``"native"``, local files only), the txlake Python data source (``"python"``), or
+    ``"auto"`` (native for ``file://`` lakehouses, the data source otherwise).
     """
     store = ObjectStore.from_uri(uri, storage_options)
-    lake = Lakehouse(store, lease_seconds=lease_seconds, checkpoint_interval=checkpoint_interval)
+    lake = Lakehouse(
+        store,
+        lease_seconds=lease_seconds,
+        checkpoint_interval=checkpoint_interval,
+        spark=spark,
+        spark_reader=spark_reader,
+    )
     if not store.exists(GlobalLog.record_path(0)) or not store.exists(GlobalLog.outcome_path(0)):
         if not create:
             raise VersionNotFoundError(f"no txlake lakehouse at {store.uri}", version=0)

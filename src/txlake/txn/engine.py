@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -18,6 +18,9 @@ from txlake.delta.schema import schema_from_json
 from txlake.errors import TxlakeError
 from txlake.lakehouse.records import TableEntry
 from txlake.storage import ObjectStore
+
+SparkReader = Literal["auto", "native", "python"]
+"""How a Spark engine reads files: Spark's Parquet reader, the txlake Python data source, or chosen per scan."""
 
 
 class NoDataEngineError(TxlakeError, RuntimeError):

@@ -97,8 +97,8 @@ class TableWork:
 
     # ------------------------------------------------------------------------------------------ reads
 
-    def scan(self, where: str | None, columns: Sequence[str] | None) -> pa.Table:
-        """Rows matching ``where`` (a query read: recorded for serializable validation)."""
+    def plan_query(self, where: str | None, columns: Sequence[str] | None = None) -> list[Add]:
+        """The live files a query read of ``where`` covers; records the read (serializable validation)."""
         predicate = self.bind(where)
         if columns is not None:
             unknown = [c for c in columns if c not in self.schema.names]
@@ -107,6 +107,12 @@ class TableWork:
         files = self.candidates(predicate)
         self.query_predicates.append(where)
         self.query_files.update(a.path for a in files if a.path not in self.added)
+        return files
+
+    def scan(self, where: str | None, columns: Sequence[str] | None) -> pa.Table:
+        """Rows matching ``where`` (a query read: recorded for serializable validation)."""
+        files = self.plan_query(where, columns)
+        predicate = self.bind(where)
         data = self._read(files)
         if predicate is not None:
             data = predicate.filter(data)
@@ -140,6 +146,26 @@ class TableWork:
         self._stage_adds(self.write(data))
         self.operations.append("WRITE")
         return int(data.num_rows)
+
+    def stage_adds(self, adds: Iterable[Add], operation: str = "WRITE") -> None:
+        """Stage data files another engine already wrote for this transaction (e.g. a Spark job) as new rows."""
+        self._stage_adds(a for a in adds if a.num_records != 0)
+        self.operations.append(operation)
+
+    def replace_all(self, adds: Sequence[Add]) -> None:
+        """Overwrite every live file with already written files ``adds`` (an overwrite without condition)."""
+        files = self.live_files()
+        self.record_dml(None, files)
+        for add in files:
+            self._drop_file(add)
+        self._stage_adds(a for a in adds if a.num_records != 0)
+        self.operations.append("OVERWRITE")
+
+    def delete_unstaged(self, adds: Iterable[Add]) -> None:
+        """Delete written files that will not be staged (a statement failed after its engine wrote them)."""
+        for add in adds:
+            if add.path not in self.added:
+                self._delete_own(add)
 
     def record_dml(self, where: str | None, files: Iterable[Add]) -> None:
         self.only_appends = False

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
@@ -41,6 +41,7 @@ from txlake.lakehouse.records import (
     apply_catalog,
 )
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
+from txlake.txn.engine import DataEngine, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.publish import publish
 from txlake.txn.staging import TableWork
 
@@ -242,21 +243,46 @@ class Transaction:
         """Rows of ``name`` matching ``where`` as this transaction sees them (its snapshot + own writes)."""
         return self._table(name).scan(where, columns)
 
+    def read(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> Any:
+        """Rows of ``name`` matching ``where`` (Spark SQL) as a Spark DataFrame over this transaction's view.
+
+        The files it covers are fixed now (snapshot + own staged writes, pruned by ``where``) and recorded as a
+        query read like :meth:`read_arrow`. Evaluate the DataFrame before a later statement of this transaction
+        rewrites those files (or cache it).
+        """
+        engine = self._ctx.require_engine()
+        work = self._table(name)
+        files = work.plan_query(engine.pruning_predicate(where, work.schema), columns)
+        return engine.read(ScanSpec(self._location(work), tuple(files)), where=where, columns=columns)
+
     def schema(self, name: str) -> pa.Schema:
         return self._table(name).schema
 
     # ----------------------------------------------------------------------------------------- writes
 
-    def append(self, name: str, data: pa.Table) -> int:
-        """Stage ``data`` as new rows of ``name``; returns the number of rows."""
-        if not isinstance(data, pa.Table):
-            raise TypeError(f"data must be a pyarrow.Table, got {type(data).__name__}")
-        return self._table(name).append(data)
+    def _location(self, work: TableWork) -> TableLocation:
+        return TableLocation.of(self._ctx.store, work.entry, work.metadata)
 
-    def overwrite(self, name: str, data: pa.Table, where: str | None = None) -> int:
+    def _engine_for(self, data: object) -> DataEngine:
+        engine = self._ctx.engine
+        if engine is None or not engine.accepts(data):
+            raise TypeError(f"data must be a pyarrow.Table or a Spark DataFrame, got {type(data).__name__}")
+        return engine
+
+    def append(self, name: str, data: pa.Table | Any) -> int:
+        """Stage ``data`` (an Arrow table or a Spark DataFrame) as new rows of ``name``; returns the row count."""
+        if isinstance(data, pa.Table):
+            return self._table(name).append(data)
+        engine = self._engine_for(data)
+        work = self._table(name)
+        written = engine.write(WriteSpec(self._location(work), self.txid), data)
+        work.stage_adds(written.adds)
+        return written.num_rows
+
+    def overwrite(self, name: str, data: pa.Table | Any, where: str | None = None) -> int:
         """Replace all rows (or the rows matching ``where``) with ``data``; every row of ``data`` must match."""
         if not isinstance(data, pa.Table):
-            raise TypeError(f"data must be a pyarrow.Table, got {type(data).__name__}")
+            return self._overwrite_engine(name, data, where)
         work = self._table(name)
         if where is None:
             return work.overwrite_all(data)
@@ -269,6 +295,24 @@ class Transaction:
         work.rewrite(where, "OVERWRITE", lambda rows, p: delete_rows(rows, p))
         work.append(conformed)
         return int(data.num_rows)
+
+    def _overwrite_engine(self, name: str, data: object, where: str | None) -> int:
+        engine = self._engine_for(data)
+        work = self._table(name)
+        if where is not None:
+            work.bind(where)  # a bad condition fails before any job runs
+        # the engine checks that every written row satisfies ``where`` (txlake's predicate semantics)
+        written = engine.write(WriteSpec(self._location(work), self.txid, where), data)
+        try:
+            if where is None:
+                work.replace_all(written.adds)
+                return written.num_rows
+            work.rewrite(where, "OVERWRITE", lambda rows, p: delete_rows(rows, p))
+        except BaseException:
+            work.delete_unstaged(written.adds)
+            raise
+        work.stage_adds(written.adds)
+        return written.num_rows
 
     def delete(self, name: str, where: str | None = None) -> int:
         """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted."""

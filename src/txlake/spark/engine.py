@@ -1,0 +1,301 @@
+"""``SparkEngine``: the data engine behind ``tx.read``/``tx.append(df)`` (runs in the user's interpreter).
+
+Reads: the transaction (or snapshot) fixes the exact file list; the engine turns it into a DataFrame, either with
+Spark's own Parquet reader over those files (local lakehouses; partition columns are attached from the Delta
+log, never parsed from paths) or through the ``txlake`` Python data source (any store, e.g. ``s3://`` via
+obstore inside the tasks). ``where`` is applied by Spark; txlake uses it only to prune files.
+
+Writes: the DataFrame's schema is checked against the table on the driver before any job runs, then the
+``txlake`` data source writes the files in the executors; the job commit leaves a write record which the engine
+reads here and hands back to the transaction as add actions. Nothing is committed to Delta.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from functools import reduce
+from typing import Any
+
+import pyarrow as pa
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructField, StructType, VariantType
+
+from txlake.delta.actions import Add
+from txlake.delta.files import decode_path, parse_partition_value
+from txlake.delta.schema import conform, normalize_schema
+from txlake.errors import PredicateError, SchemaMismatchError, TxlakeError
+from txlake.expr import parse_predicate
+from txlake.expr.nodes import walk
+from txlake.spark.source import FORMAT, TxlakeDataSource, spark_schema
+from txlake.spark.specs import encode_scan, encode_write
+from txlake.spark.writing import (
+    DEFAULT_TARGET_FILE_BYTES,
+    WriteRecord,
+    clear_staging,
+    load_rejection,
+    load_write,
+    new_write_id,
+    remove_unrecorded,
+)
+from txlake.txn.engine import ScanSpec, SparkReader, TableLocation, WriteOutcome, WriteSpec
+
+ReaderChoice = SparkReader
+READERS: tuple[SparkReader, ...] = ("auto", "native", "python")
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+NATIVE_MAX_PARTITION_GROUPS = 64
+"""``auto`` reads partitioned local tables natively only up to this many distinct partitions (one scan each)."""
+
+_UTC_ZONES = {"utc", "etc/utc", "gmt", "etc/gmt", "z", "+00:00", "utc+0", "gmt+0", "zulu", "universal"}
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgtp]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_bytes(text: str) -> int:
+    """Spark's byte-size strings (``134217728b``, ``128m``, ``1k``) as a number of bytes."""
+    m = _SIZE.match(text)
+    if m is None:
+        raise ValueError(f"not a byte size: {text!r}")
+    return int(m.group(1)) * int(1024 ** " kmgtp".index(m.group(2).lower() or " "))
+
+
+def quoted(name: str) -> str:
+    """A column name as a Spark identifier (dots and spaces inside names stay part of the name)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+class SparkEngine:
+    """Reads txlake tables into Spark DataFrames and writes DataFrames as staged data files.
+
+    Registers the ``txlake`` data source on ``spark`` and turns on Spark's Python filter push-down
+    (``spark.sql.python.filterPushdown.enabled``) unless the session set it explicitly.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        *,
+        reader: ReaderChoice = "auto",
+        native_max_partition_groups: int = NATIVE_MAX_PARTITION_GROUPS,
+        target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    ) -> None:
+        if reader not in READERS:
+            raise ValueError(f"spark reader must be one of {READERS}, got {reader!r}")
+        self.spark = spark
+        self.reader: ReaderChoice = reader
+        self.native_max_partition_groups = native_max_partition_groups
+        self.target_file_bytes = target_file_bytes
+        self.last_write: WriteRecord | None = None
+        """The write record of the latest successful DataFrame write (for diagnostics)."""
+        spark.dataSource.register(TxlakeDataSource)
+        if spark.conf.get(PUSHDOWN_CONF, None) is None:
+            spark.conf.set(PUSHDOWN_CONF, "true")
+
+    def accepts(self, data: object) -> bool:
+        return isinstance(data, DataFrame)
+
+    # ------------------------------------------------------------------------------------------- reads
+
+    def session_is_utc(self) -> bool:
+        zone = str(self.spark.conf.get("spark.sql.session.timeZone") or "")
+        return zone.strip().lower() in _UTC_ZONES
+
+    def pruning_predicate(self, where: str | None, schema: pa.Schema) -> str | None:
+        """``where`` when txlake reads it exactly as Spark does, else ``None`` (no pruning, whole-table read set).
+
+        txlake predicates interpret timestamps in UTC; in a session with another time zone a condition that
+        involves time-zone-aware timestamps may mean other instants to Spark, so it is not used for pruning.
+        Conditions txlake cannot bind (functions it does not know) are left to Spark alone.
+        """
+        if where is None:
+            return None
+        try:
+            bound = parse_predicate(where).bind(schema)
+        except PredicateError:
+            return None
+        if not self.session_is_utc() and any(
+            pa.types.is_timestamp(n.type) and n.type.tz is not None for n in walk(bound.node)
+        ):
+            return None
+        return where
+
+    def read(self, scan: ScanSpec, *, where: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+        schema = spark_schema(scan.table)
+        if not scan.files:
+            df = self.spark.createDataFrame([], schema)
+        elif self.uses_native_reader(scan):
+            df = self._read_native(scan, schema)
+        else:
+            df = self._read_source(scan, schema)
+        if where is not None:
+            df = df.where(where)
+        if columns is not None:
+            df = df.select(*[F.col(quoted(c)) for c in columns])
+        return df
+
+    def uses_native_reader(self, scan: ScanSpec) -> bool:
+        """Whether ``scan`` is read by Spark's Parquet reader (else by the ``txlake`` data source)."""
+        if self.reader == "python" or len(scan.table.partition_columns) == len(scan.table.schema):
+            return False  # (when every column is a partition column, no column lives in the files)
+        local = scan.table.store_uri.startswith("file://") and all(
+            "://" not in a.path or a.path.startswith("file:") for a in scan.files
+        )
+        if self.reader == "native":
+            if not local:
+                raise ValueError(f"the native reader reads local tables only, not {scan.table.store_uri}")
+            return True
+        groups = {_partition_key(a, scan.table.partition_columns) for a in scan.files}
+        return local and len(groups) <= self.native_max_partition_groups
+
+    def _read_native(self, scan: ScanSpec, schema: StructType) -> DataFrame:
+        table = scan.table
+        parts = set(table.partition_columns)
+        data_schema = StructType([f for f in schema.fields if f.name not in parts])
+        groups: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
+        for add in scan.files:
+            groups.setdefault(_partition_key(add, table.partition_columns), []).append(_local_url(table, add))
+        arrow = normalize_schema(table.schema)
+        frames = []
+        for key, urls in groups.items():
+            values = dict(key)
+            files = self.spark.read.schema(data_schema).parquet(*urls)
+            columns = [
+                _partition_literal(values.get(f.name), arrow.field(f.name).type, f).alias(f.name)
+                if f.name in parts
+                else F.col(quoted(f.name))
+                for f in schema.fields
+            ]
+            frames.append(files.select(*columns))
+        return reduce(DataFrame.unionAll, frames)
+
+    def _read_source(self, scan: ScanSpec, schema: StructType) -> DataFrame:
+        conf = self.spark.conf
+        return (
+            self.spark.read.format(FORMAT)
+            .schema(schema)
+            .option("scan", encode_scan(scan))
+            .option("pushdown", str(conf.get(PUSHDOWN_CONF, "false")).lower())
+            .option("parallelism", str(self.spark.sparkContext.defaultParallelism))
+            .option("maxPartitionBytes", str(parse_bytes(str(conf.get("spark.sql.files.maxPartitionBytes")))))
+            .option("openCostInBytes", str(parse_bytes(str(conf.get("spark.sql.files.openCostInBytes")))))
+            .load()
+        )
+
+    # ------------------------------------------------------------------------------------------ writes
+
+    def write(self, target: WriteSpec, data: Any) -> WriteOutcome:
+        """Run the Spark job writing ``data`` as files of ``target``; return their adds (nothing is committed)."""
+        df = self.conform(target.table, data)
+        write_id = new_write_id()
+        store = target.table.open_store()
+        try:
+            (
+                df.write.format(FORMAT)
+                .mode("append")
+                .option("write", encode_write(target))
+                .option("writeId", write_id)
+                .option("targetFileBytes", str(self.target_file_bytes))
+                .save()
+            )
+        except Exception as exc:
+            # abort() deleted the files of the tasks that succeeded; the manifests name the files of the others
+            rejection = load_rejection(store, target.txid, write_id)
+            remove_unrecorded(store, target, write_id)
+            clear_staging(store, target.txid, write_id)
+            if rejection is not None:
+                raise rejection from exc
+            raise
+        record = load_write(store, target.txid, write_id)
+        if record is None:
+            remove_unrecorded(store, target, write_id)
+            raise TxlakeError(f"the Spark write {write_id} into {target.table.table_name} left no write record")
+        self.last_write = record
+        # files of attempts that failed or lost to another attempt (retries, speculation) are not in the record
+        remove_unrecorded(store, target, write_id, keep=record.adds)
+        clear_staging(store, target.txid, write_id)
+        return WriteOutcome(adds=record.adds, num_rows=record.num_rows)
+
+    def conform(self, table: TableLocation, df: DataFrame) -> DataFrame:
+        """``df`` with its columns named as the table's; raises :class:`SchemaMismatchError` before any job.
+
+        Columns match case-insensitively (as in Spark); types must convert losslessly to the table's (the same
+        rules as Arrow appends). Nulls in non-nullable columns can only be found while writing.
+        """
+        target = normalize_schema(table.schema)
+        by_lower = {n.lower(): n for n in target.names}
+        extra = [c for c in df.columns if c.lower() not in by_lower]
+        if extra:
+            raise SchemaMismatchError(
+                f"columns not in the table schema: {extra}", table=table.table_name, columns=extra
+            )
+        names = [by_lower[c.lower()] for c in df.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise SchemaMismatchError(f"duplicate columns {dupes}", table=table.table_name, columns=dupes)
+        renamed = df.select(*[F.col(quoted(c)).alias(n) for c, n in zip(df.columns, names, strict=True)])
+        fields = []
+        for field in renamed.schema.fields:
+            fields.append(_arrow_field(field, table.table_name))
+        conform(pa.schema(fields).empty_table(), target, table=table.table_name)
+        return renamed
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _arrow_field(field: StructField, table: str) -> pa.Field:
+    problem = SchemaMismatchError(
+        f"column {field.name!r} has Spark type {field.dataType.simpleString()}, which no Delta type stores",
+        table=table,
+        columns=[field.name],
+    )
+    if _has_variant(field.dataType):
+        raise problem
+    try:
+        return to_arrow_schema(StructType([field]), timezone="UTC").field(0)
+    except (TypeError, ValueError, PySparkException) as exc:
+        raise problem from exc
+
+
+def _has_variant(dtype: Any) -> bool:
+    if isinstance(dtype, VariantType):
+        return True
+    if isinstance(dtype, StructType):
+        return any(_has_variant(f.dataType) for f in dtype.fields)
+    children = [getattr(dtype, a) for a in ("elementType", "keyType", "valueType") if hasattr(dtype, a)]
+    return any(_has_variant(c) for c in children)
+
+
+def _partition_key(add: Add, partition_columns: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+    return tuple((c, add.partition_values.get(c)) for c in partition_columns)
+
+
+def _local_url(table: TableLocation, add: Add) -> str:
+    if "://" in add.path or add.path.startswith("file:"):
+        return decode_path(add.path)
+    root = table.store_uri.rstrip("/")
+    path = f"{table.table_path}/{decode_path(add.path)}" if table.table_path else decode_path(add.path)
+    return f"{root}/{path}"
+
+
+def _partition_literal(raw: str | None, dtype: pa.DataType, field: StructField) -> Column:
+    """A partition value from the Delta log as a typed Spark literal (independent of the session time zone)."""
+    value = parse_partition_value(raw, dtype)
+    spark_type = field.dataType
+    if value is None:
+        return F.lit(None).cast(spark_type)
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            return F.lit(value.astimezone(UTC).isoformat()).cast(spark_type)
+        return F.lit(value.isoformat(sep=" ")).cast(spark_type)
+    if isinstance(value, float) and not math.isfinite(value):
+        text = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        return F.lit(text).cast(spark_type)
+    if isinstance(value, (date, Decimal)):
+        return F.lit(str(value)).cast(spark_type)
+    return F.lit(value).cast(spark_type)

@@ -1,0 +1,202 @@
+"""``TxlakeDataSource``: the ``"txlake"`` PySpark Python data source (read: planned files; write: staged files).
+
+Where each piece runs:
+
+- ``DataSource.reader``/``writer``, ``pushFilters`` and ``partitions``: a Python worker that Spark starts on the
+  driver machine while planning. It only decodes the spec from the options; no store is contacted.
+- ``DataSourceReader.read`` and ``TxlakeArrowWriter.write``: Python workers of the executors (one per task).
+  They open their own object-store client from the picklable spec.
+- ``TxlakeArrowWriter.commit``/``abort``: a Python worker on the driver machine (not the user's interpreter),
+  once the job succeeded or failed. ``commit`` persists the adds as a write record; ``abort`` deletes the
+  files of the tasks that succeeded.
+
+Options (all strings): ``scan`` (an encoded :class:`~txlake.txn.engine.ScanSpec`) or ``lake`` + ``table``
+(+ ``version``, ``storage.<key>``) to read a committed table directly; ``write`` (an encoded
+:class:`~txlake.txn.engine.WriteSpec`) + ``writeId`` to write; ``pushdown`` (``"true"`` when Spark's
+``spark.sql.python.filterPushdown.enabled`` is on), ``parallelism``, ``maxPartitionBytes``,
+``openCostInBytes``, ``targetFileBytes``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceWriter,
+    Filter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from txlake.delta.actions import Add
+from txlake.delta.files import read_file
+from txlake.delta.schema import normalize_schema
+from txlake.lake import connect
+from txlake.spark.planning import PackingPolicy, pack_files, prune, pruning_predicates
+from txlake.spark.specs import decode_scan, decode_write
+from txlake.spark.writing import DEFAULT_TARGET_FILE_BYTES, TaskFiles, TaskWriter, abort_write, commit_write
+from txlake.txn.engine import ScanSpec, TableLocation, WriteSpec
+
+FORMAT = "txlake"
+
+
+def spark_schema(location: TableLocation) -> StructType:
+    """The Spark schema of a table: Delta's schema JSON is Spark's own StructType JSON."""
+    return StructType.fromJson(json.loads(location.schema_json))
+
+
+# ------------------------------------------------------------------------------------------------ read
+
+
+@dataclass
+class FilesPartition(InputPartition):
+    """One read task: whole data files of the table (picklable)."""
+
+    index: int
+    files: tuple[Add, ...]
+
+
+class TxlakeReader(DataSourceReader):
+    """Reads planned data files as Arrow record batches (partition values filled in, missing columns null)."""
+
+    def __init__(self, scan: ScanSpec, policy: PackingPolicy) -> None:
+        self.scan = scan
+        self.files: tuple[Add, ...] = scan.files
+        self.policy = policy
+
+    def partitions(self) -> Sequence[InputPartition]:
+        groups = pack_files(self.files, self.policy)
+        if not groups:
+            return [FilesPartition(0, ())]
+        return [FilesPartition(i, group) for i, group in enumerate(groups)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FilesPartition)
+        table = self.scan.table
+        if not partition.files:
+            return
+        store = table.open_store()
+        schema = normalize_schema(table.schema)
+        for add in partition.files:
+            data = read_file(store, table.table_path, add, schema, table.partition_columns, table=table.table_name)
+            yield from data.to_batches()
+
+
+class TxlakePushdownReader(TxlakeReader):
+    """A reader that also prunes its files by the filters Spark pushes down.
+
+    Every filter is returned to Spark (none is claimed as handled): pruning drops files that cannot hold a
+    matching row, Spark still filters the rows of the files that remain.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        schema = normalize_schema(self.scan.table.schema)
+        predicates = pruning_predicates(filters, schema)
+        self.files = tuple(prune(self.files, predicates, schema, self.scan.table.partition_columns))
+        return list(filters)
+
+
+# ----------------------------------------------------------------------------------------------- write
+
+
+@dataclass
+class TxlakeCommitMessage(WriterCommitMessage):
+    """What a write task sends to the job commit: its files and row count."""
+
+    files: TaskFiles
+
+
+class TxlakeArrowWriter(DataSourceArrowWriter):
+    """Writes each task's batches as staged data files; the job commit records them for the transaction."""
+
+    def __init__(self, spec: WriteSpec, write_id: str, target_bytes: int) -> None:
+        self.spec = spec
+        self.write_id = write_id
+        self.target_bytes = target_bytes
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TxlakeCommitMessage:
+        task = TaskWriter(self.spec, self.write_id, target_bytes=self.target_bytes)
+        return TxlakeCommitMessage(task.write(iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        commit_write(self.spec, self.write_id, _task_files(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        abort_write(self.spec, self.write_id, _task_files(messages))
+
+
+def _task_files(messages: Sequence[WriterCommitMessage | None]) -> list[TaskFiles | None]:
+    return [m.files if isinstance(m, TxlakeCommitMessage) else None for m in messages]
+
+
+# ---------------------------------------------------------------------------------------- data source
+
+
+class TxlakeDataSource(DataSource):
+    """The ``txlake`` format: ``spark.read.format("txlake")`` / ``df.write.format("txlake")`` (see module doc)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def _option(self, key: str, default: str | None = None) -> str | None:
+        value = self.options.get(key)
+        return default if value is None else str(value)
+
+    def _scan(self) -> ScanSpec:
+        encoded = self._option("scan")
+        if encoded is not None:
+            return decode_scan(encoded)
+        lake_uri, table = self._option("lake"), self._option("table")
+        if lake_uri is None or table is None:
+            raise ValueError("the txlake data source reads a planned scan (option 'scan') or 'lake' + 'table'")
+        return committed_scan(lake_uri, table, self._storage_options(), self._option("version"))
+
+    def _storage_options(self) -> dict[str, str]:
+        prefix = "storage."
+        return {k[len(prefix) :]: str(v) for k, v in self.options.items() if k.lower().startswith(prefix)}
+
+    def schema(self) -> StructType:
+        encoded = self._option("write")
+        if encoded is not None:
+            return spark_schema(decode_write(encoded).table)
+        return spark_schema(self._scan().table)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        scan = self._scan()
+        policy = PackingPolicy(
+            max_partition_bytes=int(self._option("maxPartitionBytes", "134217728") or 0),
+            open_cost_bytes=int(self._option("openCostInBytes", "4194304") or 0),
+            parallelism=int(self._option("parallelism", "1") or 1),
+        )
+        if (self._option("pushdown", "false") or "").lower() == "true":
+            return TxlakePushdownReader(scan, policy)
+        return TxlakeReader(scan, policy)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        encoded, write_id = self._option("write"), self._option("writeId")
+        if encoded is None or write_id is None:
+            raise ValueError("txlake tables are written through a transaction: tx.append(name, dataframe)")
+        if overwrite:
+            raise ValueError("use tx.overwrite(name, dataframe) instead of mode('overwrite')")
+        target = int(self._option("targetFileBytes", str(DEFAULT_TARGET_FILE_BYTES)) or DEFAULT_TARGET_FILE_BYTES)
+        return TxlakeArrowWriter(decode_write(encoded), write_id, target)
+
+
+def committed_scan(
+    lake_uri: str, table: str, storage_options: Mapping[str, str], version: str | None = None
+) -> ScanSpec:
+    """Every file of ``table`` at a committed lakehouse version (the latest when ``version`` is ``None``)."""
+    lake = connect(lake_uri, storage_options, create=False)
+    snap = lake.snapshot(int(version) if version is not None else None)
+    entry = snap.entry(table)
+    delta = snap.delta_snapshot(table)
+    location = TableLocation.of(lake.store, entry, delta.metadata)
+    return ScanSpec(location, tuple(delta.files.values()))

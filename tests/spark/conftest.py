@@ -1,0 +1,54 @@
+"""A Spark session for the Spark suites (one per test session: starting Spark takes seconds) and lakehouses on it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+from pyspark.sql import SparkSession
+
+import txlake
+from txlake.spark.engine import ReaderChoice
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """``local[2]``, UI off, loopback only, UTC session time zone; stopped at the end if we started it."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must import txlake from this environment
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("txlake-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(params=["native", "python"])
+def spark_reader(request: pytest.FixtureRequest) -> ReaderChoice:
+    """How files are read: Spark's Parquet reader or the txlake Python data source."""
+    return cast(ReaderChoice, request.param)
+
+
+@pytest.fixture
+def lake(tmp_path: Path, spark: SparkSession, spark_reader: ReaderChoice) -> txlake.Lakehouse:
+    """A fresh local lakehouse with Spark, once per reader."""
+    return txlake.connect((tmp_path / "lake").as_uri(), spark=spark, spark_reader=spark_reader)

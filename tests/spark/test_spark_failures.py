@@ -1,0 +1,122 @@
+"""A Spark job that fails mid-write leaves no visible data and no data files of the failed write.
+
+Guarantee tested: after ``tx.append(df)`` raises, no file of that write exists (files of tasks that succeeded
+are deleted by the job's ``abort()``; files of the failed or cancelled tasks, whose commit messages never
+arrive, are deleted by the driver from the task manifests) and nothing was staged. When the transaction then
+aborts, its other files go too; when it commits, exactly its staged files are published. Files of attempts
+that lose to another attempt of the same task (retries, speculation) are removed the same way after a
+successful job. Not covered: a task still running after the driver cleaned up (a straggler of a cancelled
+job) may leave files; they carry the transaction id for garbage collection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import txlake
+from tests.interop.deltars import rows
+from tests.spark.helpers import deltars_read, df_rows, staging_objects, txid_files
+from txlake.spark import SparkEngine
+from txlake.spark.engine import ReaderChoice
+from txlake.spark.writing import TaskWriter, clear_staging, commit_write, new_write_id, remove_unrecorded
+from txlake.txn.engine import TableLocation, WriteSpec
+
+SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64())])
+
+
+@pytest.fixture
+def small_batches(spark: SparkSession) -> Iterator[None]:
+    """Arrow batches of 50 rows, so a task writes several files before it reaches a failing row."""
+    old = str(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
+    yield
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", old)
+
+
+@pytest.fixture
+def file_per_batch_lake(tmp_path: Path, spark: SparkSession, spark_reader: ReaderChoice) -> txlake.Lakehouse:
+    engine = SparkEngine(spark, reader=spark_reader, target_file_bytes=1)  # every batch becomes a file
+    return txlake.connect((tmp_path / "lake").as_uri(), spark=engine)
+
+
+def failing_rows(spark: SparkSession, fail_at: int) -> DataFrame:
+    """1000 rows in 4 tasks; the UDF raises on ``id == fail_at`` (inside the last task)."""
+
+    def check(value: int) -> int:  # defined here: pickled by value into the Python workers
+        if value == fail_at:
+            raise ValueError(f"boom at {value}")
+        return value * 2
+
+    udf = F.udf(check, "long", useArrow=False)
+    return spark.range(0, 1000, numPartitions=4).withColumn("x", udf("id"))
+
+
+def test_failed_write_then_abort(
+    file_per_batch_lake: txlake.Lakehouse, spark: SparkSession, small_batches: None
+) -> None:
+    lake = file_per_batch_lake
+    lake.create_table("s.t", SCHEMA)
+    before = lake.version()
+    tx = lake.transaction()
+    with pytest.raises(PySparkException), tx:
+        tx.append("s.t", spark.createDataFrame([(1, 1)], "id long, x long"))  # a good write, staged
+        assert len(txid_files(lake, "s.t", tx.txid)) == 1
+        tx.append("s.t", failing_rows(spark, fail_at=950))
+    assert tx.status == "aborted"
+    assert lake.version() == before
+    assert txid_files(lake, "s.t", tx.txid) == []
+    assert staging_objects(lake, tx.txid) == []
+    assert lake.snapshot().read("s.t").count() == 0
+    assert deltars_read(lake.table_location("s.t")).num_rows == 0
+
+
+def test_failed_write_then_commit(
+    file_per_batch_lake: txlake.Lakehouse, spark: SparkSession, small_batches: None
+) -> None:
+    lake = file_per_batch_lake
+    lake.create_table("s.t", SCHEMA)
+    with lake.transaction() as tx:
+        good = spark.range(0, 100, numPartitions=2).selectExpr("id", "id * 2 AS x")
+        assert tx.append("s.t", good) == 100
+        staged = set(txid_files(lake, "s.t", tx.txid))
+        assert len(staged) >= 2
+        with pytest.raises(PySparkException):
+            tx.append("s.t", failing_rows(spark, fail_at=999))
+        # the failed statement removed its files and staged nothing; earlier statements are intact
+        assert set(txid_files(lake, "s.t", tx.txid)) == staged
+        assert df_rows(tx.read("s.t")) == rows(tx.read_arrow("s.t"))
+        assert tx.read("s.t").count() == 100
+    root = lake.snapshot().entry("s.t").path
+    published = {f"{root}/{a.path}" for a in lake.snapshot().delta_snapshot("s.t").files.values()}
+    assert set(txid_files(lake, "s.t", tx.txid)) == published
+    assert deltars_read(lake.table_location("s.t")).num_rows == 100
+
+
+def test_unrecorded_attempts_are_removed(tmp_path: Path) -> None:
+    """Two attempts of one task write files; only the committed attempt's files stay (no Spark needed)."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", SCHEMA, partition_by=["x"])
+    entry = lake.snapshot().entry("s.t")
+    location = TableLocation.of(lake.store, entry, lake.snapshot().delta_snapshot("s.t").metadata)
+    spec = WriteSpec(location, txid="f" * 32)
+    write_id = new_write_id()
+    batch = pa.record_batch({"id": [1, 2, 3], "x": [1, 1, 2]}, schema=SCHEMA)
+    lost = TaskWriter(spec, write_id).write([batch])
+    won = TaskWriter(spec, write_id).write([batch])
+    assert len(lost.adds) == len(won.adds) == 2  # one file per partition value
+    record = commit_write(spec, write_id, [won])
+    assert len(txid_files(lake, "s.t", spec.txid)) == 4
+    removed = remove_unrecorded(lake.store, spec, write_id, keep=record.adds)
+    assert len(removed) == 2
+    left = {f"{entry.path}/{unquote(a.path)}" for a in record.adds}
+    assert set(txid_files(lake, "s.t", spec.txid)) == left
+    clear_staging(lake.store, spec.txid, write_id)
+    assert staging_objects(lake, spec.txid) == []
