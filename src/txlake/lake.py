@@ -14,7 +14,13 @@ from txlake.delta.actions import now_ms
 from txlake.delta.files import read_files
 from txlake.delta.log import DeltaLog
 from txlake.delta.state import Snapshot
-from txlake.errors import ConflictError, ObjectAlreadyExistsError, TableNotFoundError, VersionNotFoundError
+from txlake.errors import (
+    ConflictError,
+    ObjectAlreadyExistsError,
+    ObjectNotFoundError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from txlake.expr import FileStats, parse_predicate
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Outcome, TableEntry
@@ -294,7 +300,10 @@ def connect(
     own Parquet reader (``"native"``, local files only), the txlake Python data source (``"python"``), or
     ``"auto"`` (native for ``file://`` lakehouses, the data source otherwise).
     """
-    store = ObjectStore.from_uri(uri, storage_options)
+    try:
+        store = ObjectStore.from_uri(uri, storage_options, must_exist=not create)
+    except ObjectNotFoundError as exc:
+        raise VersionNotFoundError(f"no txlake lakehouse at {uri}", version=0) from exc
     lake = Lakehouse(
         store,
         lease_seconds=lease_seconds,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 
@@ -277,3 +279,21 @@ def test_merge_statements(lake: txlake.Lakehouse) -> None:
     assert rows(lake.read_arrow("m.t")) == [(1, 10), (2, 200), (4, 400)]
     with lake.transaction() as tx, pytest.raises(txlake.TxlakeError):
         tx.merge("m.t", accounts([2, 2], [1, 2]), on="t.id = s.id", when_matched_update="*")
+
+
+def test_connect_without_create_leaves_no_directory(tmp_path: object) -> None:
+    missing = f"{tmp_path}/not-here"
+    with pytest.raises(VersionNotFoundError):
+        txlake.connect(f"file://{missing}", create=False)
+    assert not os.path.exists(missing)
+
+
+def test_timestamp_ntz_table_is_readable_by_deltars(tmp_path: object) -> None:
+    deltalake = pytest.importorskip("deltalake")
+    lake = txlake.connect(f"file://{tmp_path}")
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us"))])
+    with lake.transaction() as tx:
+        tx.create_table("n.t", schema)
+        tx.append("n.t", pa.table({"id": [1], "at": pa.array([0], pa.timestamp("us"))}))
+    dt = deltalake.DeltaTable(lake.table_location("n.t"))
+    assert "timestampNtz" in (dt.protocol().writer_features or [])

@@ -8,6 +8,7 @@ The only coordination primitive the rest of txlake relies on is :meth:`ObjectSto
 from __future__ import annotations
 
 import builtins
+import os
 import random
 import re
 import threading
@@ -166,8 +167,13 @@ class ObjectStore:
     # ----------------------------------------------------------------------------------- construction
 
     @classmethod
-    def from_uri(cls, uri: str, storage_options: Mapping[str, Any] | None = None) -> ObjectStore:
-        """Open ``file:///abs/dir``, a plain absolute path, ``s3://bucket/prefix`` or ``memory://name``."""
+    def from_uri(
+        cls, uri: str, storage_options: Mapping[str, Any] | None = None, *, must_exist: bool = False
+    ) -> ObjectStore:
+        """Open ``file:///abs/dir``, a plain absolute path, ``s3://bucket/prefix`` or ``memory://name``.
+
+        A local directory is created unless ``must_exist`` (then a missing one is :class:`ObjectNotFoundError`).
+        """
         options = dict(storage_options or {})
         parsed = urlparse(uri)
         scheme = parsed.scheme.lower()
@@ -183,6 +189,8 @@ class ObjectStore:
             path = parsed.path if scheme == "file" else uri
             if not path.startswith("/"):
                 raise ValueError(f"local lakehouse paths must be absolute, got {uri!r}")
+            if must_exist and not os.path.isdir(path):
+                raise ObjectNotFoundError(f"no directory {path}", path=path, kind="HEAD")
             inner = LocalStore(path, mkdir=True)
             norm = "file://" + path.rstrip("/")
         elif scheme == "memory":

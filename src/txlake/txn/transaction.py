@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from txlake.delta.actions import Metadata, Protocol, now_ms
+from txlake.delta.actions import Metadata, now_ms
+from txlake.delta.features import protocol_for_new_table
 from txlake.delta.schema import conform, normalize_schema, schema_to_json
 from txlake.delta.state import Snapshot
 from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
@@ -212,7 +213,12 @@ class Transaction:
         self._catalog(CatalogOp("create_table", name, table_id=table_id, path=path, properties=dict(properties or {})))
         entry = self._entry(name)
         self._work[table_id] = TableWork(
-            entry, None, self._ctx.store, self.txid, created_metadata=metadata, created_protocol=Protocol(1, 2)
+            entry,
+            None,
+            self._ctx.store,
+            self.txid,
+            created_metadata=metadata,
+            created_protocol=protocol_for_new_table(metadata.schema_string),
         )
 
     def drop_table(self, name: str) -> None:
