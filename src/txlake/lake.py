@@ -225,7 +225,7 @@ class Lakehouse:
     def create_table(
         self,
         name: str,
-        schema: pa.Schema,
+        schema: pa.Schema | object,
         *,
         partition_by: Sequence[str] | None = None,
         properties: Mapping[str, str] | None = None,

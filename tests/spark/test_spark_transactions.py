@@ -264,3 +264,27 @@ def test_job_commit_runs_outside_the_users_process(lake: txlake.Lakehouse, spark
     assert {a.path for a in lake.snapshot().delta_snapshot("s.t").files.values()} == {
         a.path for a in engine.last_write.adds
     }
+
+
+def test_create_table_from_spark_schema(lake: txlake.Lakehouse, spark: SparkSession) -> None:
+    from pyspark.sql.types import DecimalType, LongType, StringType, StructField, StructType, TimestampType
+
+    schema = StructType(
+        [
+            StructField("id", LongType(), False),
+            StructField("name", StringType()),
+            StructField("amount", DecimalType(12, 2)),
+            StructField("at", TimestampType()),
+        ]
+    )
+    lake.create_table("sp.typed", schema)
+    arrow = lake.snapshot().schema("sp.typed")
+    assert arrow.names == ["id", "name", "amount", "at"]
+    assert arrow.field("id").type == pa.int64() and not arrow.field("id").nullable
+    assert arrow.field("amount").type == pa.decimal128(12, 2)
+    assert arrow.field("at").type == pa.timestamp("us", tz="UTC")
+    with lake.transaction() as tx:
+        tx.append("sp.typed", spark.createDataFrame([(1, "a", None, None)], schema))
+    assert lake.read_arrow("sp.typed").num_rows == 1
+    with pytest.raises(TypeError):
+        txlake.connect(lake.uri).create_table("sp.other", schema)  # no Spark engine: not convertible

@@ -101,6 +101,12 @@ class SparkEngine:
 
     # ------------------------------------------------------------------------------------------- reads
 
+    def arrow_schema(self, schema: object, *, table: str) -> pa.Schema | None:
+        """A Spark ``StructType`` as the Arrow schema of a new table (timestamps in UTC)."""
+        if not isinstance(schema, StructType):
+            return None
+        return pa.schema([_arrow_field(f, table) for f in schema.fields])
+
     def session_is_utc(self) -> bool:
         zone = str(self.spark.conf.get("spark.sql.session.timeZone") or "")
         return zone.strip().lower() in _UTC_ZONES

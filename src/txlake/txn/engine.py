@@ -98,6 +98,10 @@ class DataEngine(Protocol):
         """The part of ``where`` txlake may use for file pruning and read sets (``None``: all files)."""
         ...
 
+    def arrow_schema(self, schema: object, *, table: str) -> pa.Schema | None:
+        """``schema`` as Arrow if it is this engine's schema type (a Spark StructType), else ``None``."""
+        ...
+
     def read(self, scan: ScanSpec, *, where: str | None = None, columns: Sequence[str] | None = None) -> Any:
         """The rows of ``scan.files`` matching ``where`` as the engine's dataset (lazy)."""
         ...

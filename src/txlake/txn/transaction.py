@@ -183,7 +183,7 @@ class Transaction:
     def create_table(
         self,
         name: str,
-        schema: pa.Schema,
+        schema: pa.Schema | object,
         *,
         partition_by: Sequence[str] | None = None,
         properties: Mapping[str, str] | None = None,
@@ -194,7 +194,10 @@ class Transaction:
         self._ensure_active()
         namespace, short = split_name(name)
         if not isinstance(schema, pa.Schema):
-            raise TypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+            converted = self._ctx.engine.arrow_schema(schema, table=name) if self._ctx.engine is not None else None
+            if converted is None:
+                raise TypeError(f"schema must be a pyarrow.Schema or a Spark StructType, got {type(schema).__name__}")
+            schema = converted
         if self._view.table_by_name(name) is not None:
             if if_not_exists:
                 return
