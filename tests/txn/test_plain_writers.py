@@ -136,7 +136,7 @@ class TxlakeFaultHook:
 
 def test_txlake_writes_delta_checkpoints_plain_readers_use(local_lake: txlake.Lakehouse) -> None:
     lake = local_lake
-    lake.create_table("p.t", ACCOUNTS)
+    lake.create_table("p.t", ACCOUNTS, properties={"delta.checkpointInterval": "10"})
     for i in range(12):
         with lake.transaction() as tx:
             tx.append("p.t", accounts([i], [i]))
