@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
 import shutil
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from rich.console import Console
@@ -21,6 +23,18 @@ from rich.table import Table
 import txlake
 from txlake.cli.options import URI_ENV, add_location_arguments, normalize_uri, storage_options_from
 from txlake.errors import ConflictError
+from txlake.testing.seaweedfs import SeaweedFS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def local_session(app_name: str) -> tuple[SparkSession, bool]:
+    """A loopback-only local Spark session (pyspark is optional: imported only when the demo uses Spark)."""
+    from txlake.spark.session import local_session as make
+
+    return make(app_name)
+
 
 DEFAULT_PATH = "./txlake-demo"
 BANKS = ("bank.north", "bank.south", "bank.east")
@@ -32,6 +46,7 @@ class DemoStats:
     """Counters shared by the worker and reader threads (guarded by ``lock``)."""
 
     commits: int = 0
+    rebases: int = 0
     conflicts: int = 0
     gave_up: int = 0
     reads: int = 0
@@ -51,7 +66,9 @@ class DemoResult:
     accounts: int
     workers: int
     seconds: float
+    engine: str
     commits: int
+    rebases: int
     conflicts: int
     gave_up: int
     reads: int
@@ -68,22 +85,37 @@ class DemoResult:
         return self.violations == 0 and self.final_total == self.expected_total == self.time_travel_total
 
 
-def _total(snap: txlake.LakehouseSnapshot) -> int:
+def _total(snap: txlake.LakehouseSnapshot, spark: SparkSession | None = None) -> int:
+    """The sum of all balances at one lakehouse version (a Spark job when Spark is on)."""
+    if spark is not None:
+        frames = [snap.read(bank, columns=["balance"]) for bank in BANKS]
+        union = functools.reduce(lambda a, b: a.unionByName(b), frames)
+        return int(union.agg({"balance": "sum"}).collect()[0][0] or 0)
     return sum(sum(snap.read_arrow(b, columns=["balance"]).column("balance").to_pylist()) for b in BANKS)
 
 
-def _setup(lake: txlake.Lakehouse, accounts: int, opening: int) -> None:
+def _setup(lake: txlake.Lakehouse, accounts: int, opening: int, spark: SparkSession | None) -> None:
     """Create the banks and open the accounts in one transaction, one data file per account.
 
     Conflicts are detected per data file (refined by min/max stats), so one file per account lets
-    transfers between different accounts commit concurrently.
+    transfers between different accounts commit concurrently. With Spark the accounts are loaded by a
+    Spark job with one task (and so one file) per account.
     """
     with lake.transaction() as tx:
         for bank in BANKS:
             tx.create_table(bank, SCHEMA, if_not_exists=True)
+            short = bank.split(".")[1]
+            if spark is not None:
+                # spark.range with one partition per account: each task writes exactly one account's file
+                df = spark.range(0, accounts, 1, accounts).selectExpr(
+                    "id", f"concat('{short}-', lpad(cast(id as string), 3, '0')) as owner", f"{opening}L as balance"
+                )
+                tx.append(bank, df)
+                continue
             for i in range(accounts):
-                owner = f"{bank.split('.')[1]}-{i:03d}"
-                tx.append(bank, pa.table({"id": [i], "owner": [owner], "balance": [opening]}, schema=SCHEMA))
+                tx.append(
+                    bank, pa.table({"id": [i], "owner": [f"{short}-{i:03d}"], "balance": [opening]}, schema=SCHEMA)
+                )
 
 
 def _worker(
@@ -102,7 +134,7 @@ def _worker(
                     if have >= amount:
                         tx.update(src, set={"balance": f"balance - {amount}"}, where=f"id = {a}")
                         tx.update(dst, set={"balance": f"balance + {amount}"}, where=f"id = {b}")
-                stats.add(commits=1)
+                stats.add(commits=1, rebases=tx.result.rebases if tx.result is not None else 0)
                 break
             except ConflictError:
                 stats.add(conflicts=1)
@@ -112,9 +144,11 @@ def _worker(
         done += 1
 
 
-def _reader(lake: txlake.Lakehouse, expected: int, stop: threading.Event, stats: DemoStats) -> None:
+def _reader(
+    lake: txlake.Lakehouse, expected: int, stop: threading.Event, stats: DemoStats, spark: SparkSession | None
+) -> None:
     while not stop.is_set():
-        total = _total(lake.snapshot())
+        total = _total(lake.snapshot(), spark)
         stats.add(reads=1, violations=int(total != expected))
 
 
@@ -125,8 +159,9 @@ def _render(stats: DemoStats, lake: txlake.Lakehouse, elapsed: float) -> Table:
         "global version",
         "commits",
         "commits/s",
+        "rebases",
         "conflicts (retried)",
-        "gave up",
+        "aborted",
         "reader checks",
         "violations",
     ):
@@ -138,6 +173,7 @@ def _render(stats: DemoStats, lake: txlake.Lakehouse, elapsed: float) -> Table:
             str(lake.version()),
             str(stats.commits),
             f"{rate:.1f}",
+            str(stats.rebases),
             str(stats.conflicts),
             str(stats.gave_up),
             str(stats.reads),
@@ -181,16 +217,22 @@ def run_demo(
     seconds: float = 20.0,
     transfers: int | None = None,
     readers: int = 1,
+    spark: SparkSession | None = None,
     chart_dir: Path | None = None,
     console: Console | None = None,
 ) -> DemoResult:
-    """Run the demo against ``uri`` and return what happened (the CLI prints it)."""
+    """Run the demo against ``uri`` and return what happened (the CLI prints it).
+
+    With ``spark``, accounts are loaded by a Spark job and the readers check the total with Spark SQL
+    over one consistent lakehouse snapshot; transfers are small Arrow transactions either way.
+    """
     console = console or Console()
     opening = 1000
-    lake = txlake.connect(uri, storage_options)
+    lake = txlake.connect(uri, storage_options, spark=spark)
     if set(BANKS) - set(lake.tables()):
-        _setup(lake, accounts, opening)
-    expected = _total(lake.snapshot())
+        with console.status("creating three banks and opening accounts" + (" with Spark" if spark else "")):
+            _setup(lake, accounts, opening, spark)
+    expected = _total(lake.snapshot(), spark)
     start_version = lake.version()
     stats = DemoStats()
     stop = threading.Event()
@@ -202,7 +244,7 @@ def run_demo(
         for i in range(workers)
     ]
     threads += [
-        threading.Thread(target=_reader, args=(lake, expected, stop, stats), daemon=True) for _ in range(readers)
+        threading.Thread(target=_reader, args=(lake, expected, stop, stats, spark), daemon=True) for _ in range(readers)
     ]
     for t in threads:
         t.start()
@@ -221,20 +263,22 @@ def run_demo(
     elapsed = time.monotonic() - start
     final = lake.snapshot()
     travel_version = (start_version + final.version) // 2
-    travel_total = _total(lake.snapshot(travel_version))
+    travel_total = _total(lake.snapshot(travel_version), spark)
     chart = _chart(stats, chart_dir / "txlake-demo.png") if chart_dir is not None else None
     return DemoResult(
         uri=lake.uri,
         accounts=accounts * len(BANKS),
         workers=workers,
         seconds=round(elapsed, 2),
+        engine="spark" if spark is not None else "arrow",
         commits=stats.commits,
+        rebases=stats.rebases,
         conflicts=stats.conflicts,
         gave_up=stats.gave_up,
         reads=stats.reads,
         violations=stats.violations,
         expected_total=expected,
-        final_total=_total(final),
+        final_total=_total(final, spark),
         final_version=final.version,
         time_travel_version=travel_version,
         time_travel_total=travel_total,
@@ -250,34 +294,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--transfers", type=int, help="stop after this many transfers (over all workers)")
     parser.add_argument("--fresh", action="store_true", help="delete the local demo directory first")
+    parser.add_argument("--no-spark", action="store_true", help="Arrow only (no local Spark session)")
+    parser.add_argument(
+        "--s3",
+        action="store_true",
+        help="run against S3: the endpoint in AWS_ENDPOINT_URL / --storage-option, or a local SeaweedFS it starts",
+    )
+    parser.add_argument("--s3-bucket", default="txlake-demo", help="bucket for --s3 with an existing endpoint")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _location(args: argparse.Namespace, storage_options: dict[str, str] | None, stack: ExitStack) -> _Location:
+    if args.s3:
+        options = storage_options_from(args.storage_options, os.environ, "s3://x")
+        if not any(k.upper() == "AWS_ENDPOINT_URL" for k in options):
+            server = stack.enter_context(SeaweedFS())  # stopped (by its pid) when the stack closes
+            return _Location(f"s3://{server.new_bucket('txlake-demo')}/demo", server.storage_options(), Path("."))
+        return _Location(f"s3://{args.s3_bucket}/txlake-demo", options, Path("."))
+    uri = args.uri or (None if args.path else os.environ.get(URI_ENV))
+    if uri:
+        uri = normalize_uri(uri)
+        options = (
+            storage_options
+            if storage_options is not None
+            else storage_options_from(args.storage_options, os.environ, uri)
+        )
+        return _Location(uri, options, Path("."))
+    root = Path(args.path or DEFAULT_PATH).resolve()
+    if args.fresh and root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
+    return _Location(f"file://{root}", storage_options, root)
+
+
+@dataclass(frozen=True)
+class _Location:
+    uri: str
+    storage_options: dict[str, str] | None
+    chart_dir: Path
 
 
 def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None) -> int:
     console = Console(stderr=args.json)
-    uri = args.uri or (None if args.path else os.environ.get(URI_ENV))
-    if uri:
-        uri = normalize_uri(uri)
-        if storage_options is None:
-            storage_options = storage_options_from(args.storage_options, os.environ, uri)
-        chart_dir = Path(".")
-    else:
-        root = Path(args.path or DEFAULT_PATH).resolve()
-        if args.fresh and root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True, exist_ok=True)
-        uri = f"file://{root}"
-        chart_dir = root
-    result = run_demo(
-        uri,
-        storage_options=storage_options,
-        accounts=args.accounts,
-        workers=args.workers,
-        seconds=args.seconds,
-        transfers=args.transfers,
-        chart_dir=chart_dir,
-        console=console,
-    )
+    with ExitStack() as stack:
+        where = _location(args, storage_options, stack)
+        spark = None
+        if not args.no_spark:
+            with console.status("starting local Spark (local[2])"):
+                session, created = local_session("txlake-demo")
+            if created:
+                stack.callback(session.stop)
+            spark = session
+        result = run_demo(
+            where.uri,
+            storage_options=where.storage_options,
+            accounts=args.accounts,
+            workers=args.workers,
+            seconds=args.seconds,
+            transfers=args.transfers,
+            spark=spark,
+            chart_dir=where.chart_dir,
+            console=console,
+        )
     doc: dict[str, Any] = asdict(result) | {"ok": result.ok}
     if args.json:
         print(json.dumps(doc, indent=2))
