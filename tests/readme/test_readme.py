@@ -1,0 +1,37 @@
+"""The README's two commands: the set-up + main job runs as written on a fresh venv; CI runs the test one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SKIP = {".git", ".venv", ".ci-venv", "bench-results", "txlake-demo", "site", ".pytest_cache", ".mypy_cache"}
+
+
+def _commands() -> tuple[str, str]:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    setup = next(b.strip() for b in blocks if "txlake demo" in b)
+    tests = next(b.strip() for b in blocks if "pytest" in b)
+    return setup, tests
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    _, tests = _commands()
+    assert tests == ".venv/bin/python -m pytest -q"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python -m pytest -q" in ci.splitlines()[-1]
+
+
+def test_readme_setup_and_main_job_on_a_fresh_venv(tmp_path: Path) -> None:
+    setup, _ = _commands()
+    assert setup.startswith("python3 -m venv .venv")
+    checkout = tmp_path / "txlake"
+    shutil.copytree(ROOT, checkout, ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".egg-info")])
+    done = subprocess.run(["bash", "-c", setup], cwd=checkout, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "invariant held" in done.stdout
+    assert (checkout / "txlake-demo" / "txlake-demo.png").exists()
