@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import txlake
-from txlake.cli import render
+from txlake.cli import render, sql
 from txlake.cli.doctor import run_doctor
 from txlake.cli.exit_codes import ExitCode, LakehouseExistsError, LakehouseNotFoundError
 from txlake.cli.options import (
@@ -147,6 +147,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_sql(args: argparse.Namespace) -> int:
+    out = Output(args.json)
+    location = _location(args, out)
+    open_lakehouse(location)  # a clear error before Spark starts when there is no lakehouse
+    return sql.cmd_sql(args, location, out)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     with out.progress() as progress:
@@ -249,6 +256,18 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--where", metavar="SQL", help="Spark SQL condition, e.g. \"id = 1 AND owner LIKE 'a%%'\"")
     _limit_option(p, DEFAULT_LIMIT, "rows")
     p.add_argument("--columns", metavar="A,B", help="comma-separated columns to show (default all)")
+
+    p = _add(
+        sub,
+        "sql",
+        cmd_sql,
+        "a Spark SQL query over one consistent snapshot",
+        "Run a Spark SQL query (SELECT only) on local Spark over one lakehouse version; tables are named "
+        "namespace.table as in the catalog.",
+    )
+    p.add_argument("query", help='e.g. "SELECT owner, balance FROM bank.north WHERE balance > 1000"')
+    _version_option(p, "the query")
+    _limit_option(p, DEFAULT_LIMIT, "rows")
 
     p = _add(
         sub,
