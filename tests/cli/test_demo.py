@@ -50,9 +50,13 @@ def test_demo_with_local_spark_as_a_user_runs_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.s3
-def test_demo_against_s3_endpoint(seaweedfs: object, s3_options: dict[str, str], s3_bucket: str) -> None:
+def test_demo_against_s3_endpoint(
+    seaweedfs: object, s3_options: dict[str, str], s3_bucket: str, tmp_path: Path
+) -> None:
     args = ["demo", "--s3", "--s3-bucket", s3_bucket, "--seconds", "3", "--workers", "2", "--no-spark", "--json"]
+    args += ["--chart", str(tmp_path / "chart.png")]
     for key, value in s3_options.items():
         args += ["--storage-option", f"{key}={value}"]
     code = main(args)
     assert code == 0
+    assert (tmp_path / "chart.png").read_bytes()[:8] == PNG

@@ -218,7 +218,7 @@ def run_demo(
     transfers: int | None = None,
     readers: int = 1,
     spark: SparkSession | None = None,
-    chart_dir: Path | None = None,
+    chart: Path | None = None,
     console: Console | None = None,
 ) -> DemoResult:
     """Run the demo against ``uri`` and return what happened (the CLI prints it).
@@ -264,7 +264,7 @@ def run_demo(
     final = lake.snapshot()
     travel_version = (start_version + final.version) // 2
     travel_total = _total(lake.snapshot(travel_version), spark)
-    chart = _chart(stats, chart_dir / "txlake-demo.png") if chart_dir is not None else None
+    chart_path = _chart(stats, chart) if chart is not None else None
     return DemoResult(
         uri=lake.uri,
         accounts=accounts * len(BANKS),
@@ -282,7 +282,7 @@ def run_demo(
         final_version=final.version,
         time_travel_version=travel_version,
         time_travel_total=travel_total,
-        chart=chart,
+        chart=chart_path,
     )
 
 
@@ -301,6 +301,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run against S3: the endpoint in AWS_ENDPOINT_URL / --storage-option, or a local SeaweedFS it starts",
     )
     parser.add_argument("--s3-bucket", default="txlake-demo", help="bucket for --s3 with an existing endpoint")
+    parser.add_argument(
+        "--chart", help="where to write the PNG chart (default: in the local lakehouse directory, else ./)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -353,7 +356,7 @@ def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None)
             seconds=args.seconds,
             transfers=args.transfers,
             spark=spark,
-            chart_dir=where.chart_dir,
+            chart=Path(args.chart) if args.chart else where.chart_dir / "txlake-demo.png",
             console=console,
         )
     doc: dict[str, Any] = asdict(result) | {"ok": result.ok}
