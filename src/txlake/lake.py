@@ -42,12 +42,15 @@ class LakehouseSnapshot:
 
     @property
     def version(self) -> int:
+        """The lakehouse version this snapshot shows."""
         return self.state.version
 
     def tables(self, namespace: str | None = None) -> list[str]:
+        """Table names (``namespace.table``) at this version, optionally of one namespace."""
         return self.state.table_names(namespace)
 
     def entry(self, name: str) -> TableEntry:
+        """The catalog entry (id, name, location, properties) of ``name``; :class:`TableNotFoundError` if absent."""
         entry = self.state.table_by_name(name)
         if entry is None:
             raise TableNotFoundError(f"no table {name!r} at lakehouse version {self.version}", table=name)
@@ -58,10 +61,12 @@ class LakehouseSnapshot:
         return self.state.table_versions[self.entry(name).id]
 
     def delta_snapshot(self, name: str) -> Snapshot:
+        """The Delta snapshot (files, metadata, protocol) of ``name`` at the version this snapshot maps it to."""
         entry = self.entry(name)
         return self._ctx.snapshots.get(entry, self.state.table_versions[entry.id])
 
     def schema(self, name: str) -> pa.Schema:
+        """The Arrow schema of ``name`` at this version."""
         return self.delta_snapshot(name).schema
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
@@ -128,10 +133,12 @@ class Lakehouse:
 
     @property
     def uri(self) -> str:
+        """The normalized URI of the lakehouse root."""
         return self.store.uri
 
     @property
     def context(self) -> LakeContext:
+        """Internal services (global log, snapshot cache, settings); for tools like ``txlake doctor``."""
         return self._ctx
 
     def _initialize(self) -> None:
@@ -158,9 +165,11 @@ class Lakehouse:
         return LakehouseSnapshot(self._ctx, self._ctx.glog.state_at(version))
 
     def tables(self, namespace: str | None = None) -> list[str]:
+        """Table names at the latest version, optionally of one namespace."""
         return self._ctx.latest_state().table_names(namespace)
 
     def namespaces(self) -> list[str]:
+        """Namespace names at the latest version."""
         return sorted(self._ctx.latest_state().namespaces)
 
     def table_location(self, name: str) -> str:
@@ -169,6 +178,7 @@ class Lakehouse:
         return self.store.url(entry.path)
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows of ``name`` at the latest version (a shortcut for ``snapshot().read_arrow(...)``)."""
         return self.snapshot().read_arrow(name, where, columns)
 
     # ------------------------------------------------------------------------------------ transactions
@@ -217,9 +227,11 @@ class Lakehouse:
     def create_namespace(
         self, name: str, properties: Mapping[str, str] | None = None, *, if_not_exists: bool = False
     ) -> None:
+        """Create a namespace (one transaction); :class:`TableAlreadyExistsError` if it exists."""
         self._ddl(lambda tx: tx.create_namespace(name, properties, if_not_exists=if_not_exists))
 
     def drop_namespace(self, name: str) -> None:
+        """Drop an empty namespace (one transaction)."""
         self._ddl(lambda tx: tx.drop_namespace(name))
 
     def create_table(
@@ -245,9 +257,11 @@ class Lakehouse:
         )
 
     def drop_table(self, name: str) -> None:
+        """Remove ``name`` from the catalog; its files stay (time travel still sees it) until vacuumed."""
         self._ddl(lambda tx: tx.drop_table(name))
 
     def rename_table(self, name: str, new_name: str) -> None:
+        """Rename a table in the catalog (its location does not move)."""
         self._ddl(lambda tx: tx.rename_table(name, new_name))
 
     def sync(self) -> CommitResult:
@@ -265,6 +279,7 @@ class Lakehouse:
         return self.run(body, isolation="snapshot")
 
     def delta_log(self, name: str) -> DeltaLog:
+        """The Delta log of ``name`` (the plain Delta table behind it)."""
         entry = self.snapshot().entry(name)
         return DeltaLog(self.store, entry.path, name=entry.name)
 
@@ -294,11 +309,20 @@ def connect(
 ) -> Lakehouse:
     """Open the lakehouse at ``uri`` (``file:///dir``, ``s3://bucket/prefix``, ``memory://name``).
 
-    With ``create=True`` (default) an empty location is initialized; otherwise a location without a
-    lakehouse log raises :class:`VersionNotFoundError`. With ``spark=`` (a SparkSession) tables can be read
-    as DataFrames (``tx.read``) and DataFrames appended; ``spark_reader`` picks how files are read: Spark's
-    own Parquet reader (``"native"``, local files only), the txlake Python data source (``"python"``), or
-    ``"auto"`` (native for ``file://`` lakehouses, the data source otherwise).
+    Args:
+        uri: the lakehouse root; a plain absolute path means ``file://``.
+        storage_options: S3 settings in delta-rs naming (``AWS_ENDPOINT_URL``, ``AWS_REGION``,
+            ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_ALLOW_HTTP``, ...)
+            and txlake's ``max_retries`` / ``retry_base_delay``; unknown keys are a ``ValueError``.
+        create: initialize an empty location (default); otherwise a location without a lakehouse log
+            raises :class:`VersionNotFoundError` and nothing is created.
+        lease_seconds: how long other clients wait for a claimed but undecided version of this client
+            before rolling it forward themselves.
+        checkpoint_interval: write a global checkpoint every this many lakehouse versions.
+        spark: a SparkSession: tables can then be read as DataFrames (``tx.read``), DataFrames appended,
+            and update/delete/merge run as Spark jobs.
+        spark_reader: how Spark reads files: Spark's own Parquet reader (``"native"``, local files only),
+            the txlake Python data source (``"python"``), or ``"auto"`` (native for ``file://``).
     """
     try:
         store = ObjectStore.from_uri(uri, storage_options, must_exist=not create)

@@ -165,8 +165,10 @@ def _tables(changes: Sequence[TableChangeView], *, versions: bool) -> str:
     parts = []
     for c in changes:
         text = c.table
+        if c.adopted_from is not None:
+            text += f" (adopted v{c.adopted_from}..v{c.base_version})"
         if not c.writes:
-            text += " (read)"
+            text += "" if c.adopted_from is not None else " (read)"
         elif versions and c.published_version is not None:
             text += f"→v{c.published_version}"
         parts.append(text)

@@ -272,6 +272,7 @@ class TableChangeView:
     writes: bool
     base_version: int
     published_version: int | None
+    adopted_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +333,7 @@ def _entry(record: GlobalRecord, outcome: Outcome | None, before: LakehouseState
             writes=c.writes,
             base_version=c.base_version,
             published_version=published.get(c.table_id),
+            adopted_from=c.adopted_from,
         )
         for c in record.tables
     )

@@ -142,7 +142,8 @@ def _is_transient(exc: BaseException) -> bool:
 class ObjectStore:
     """get / head / list / put / put_if_absent / delete, counted per request kind.
 
-    Create one with :meth:`from_uri`; it is safe to share between threads.
+    Create one with :meth:`from_uri`; it is safe to share between threads. ``counters`` counts requests
+    per kind, ``faults`` holds fault-injection rules (tests), ``retry`` is the transient-failure policy.
     """
 
     def __init__(
@@ -203,6 +204,10 @@ class ObjectStore:
             if len(bucket) < 3:
                 raise ValueError(f"S3 bucket names have at least 3 characters, got {bucket!r}")
             prefix = parsed.path.strip("/")
+            if "allow_http" not in client_cfg and "AWS_ALLOW_HTTP" in os.environ:
+                # obstore reads endpoint and keys from the environment, but explicit client options (which we
+                # always pass) replace its environment lookup for this one
+                client_cfg["allow_http"] = _truthy(os.environ["AWS_ALLOW_HTTP"])
             client_cfg.setdefault("timeout", timedelta(seconds=30))
             client_cfg.setdefault("connect_timeout", timedelta(seconds=5))
             inner = S3Store(
@@ -219,6 +224,7 @@ class ObjectStore:
 
     @property
     def scheme(self) -> str:
+        """``file``, ``s3`` or ``memory``."""
         return self.uri.split("://", 1)[0]
 
     @property
@@ -309,6 +315,7 @@ class ObjectStore:
         return self._meta(meta)
 
     def exists(self, path: str) -> bool:
+        """Whether an object exists at ``path`` (one HEAD)."""
         try:
             self.head(path)
         except ObjectNotFoundError:
