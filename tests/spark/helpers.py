@@ -70,3 +70,8 @@ def txid_files(lake: txlake.Lakehouse, name: str, txid: str) -> list[str]:
 
 def staging_objects(lake: txlake.Lakehouse, txid: str) -> list[str]:
     return [m.path for m in lake.store.list(f"_txlake/txns/{txid}/spark")]
+
+
+def live_files(lake: txlake.Lakehouse, name: str) -> set[str]:
+    """Paths of the table's live data files at the latest committed version."""
+    return set(lake.snapshot().delta_snapshot(name).files)

@@ -26,7 +26,7 @@ from txlake.errors import ConflictError
 from txlake.testing.seaweedfs import SeaweedFS
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from txlake.spark.session import SparkSession
 
 
 def local_session(app_name: str) -> tuple[SparkSession, bool]:

@@ -16,7 +16,7 @@ from txlake.cli.output import Column, Output, cell, is_numeric, new_table
 from txlake.errors import PredicateError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from txlake.spark.session import SparkSession
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import reduce
@@ -25,7 +25,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructField, StructType, VariantType
+from pyspark.sql.types import StringType, StructField, StructType, VariantType
 
 from txlake.delta.actions import Add
 from txlake.delta.files import decode_path, parse_partition_value
@@ -33,6 +33,8 @@ from txlake.delta.schema import conform, normalize_schema
 from txlake.errors import PredicateError, SchemaMismatchError, TxlakeError
 from txlake.expr import parse_predicate
 from txlake.expr.nodes import walk
+from txlake.spark import dml
+from txlake.spark.dml import FILE_COLUMN, TaggedScan, local_file_key, quote, spark_file_key
 from txlake.spark.source import FORMAT, TxlakeDataSource, spark_schema
 from txlake.spark.specs import encode_scan, encode_write
 from txlake.spark.writing import (
@@ -44,7 +46,16 @@ from txlake.spark.writing import (
     new_write_id,
     remove_unrecorded,
 )
-from txlake.txn.engine import ScanSpec, SparkReader, TableLocation, WriteOutcome, WriteSpec
+from txlake.txn.engine import (
+    MergeOutcome,
+    MergeSpec,
+    RewriteOutcome,
+    ScanSpec,
+    SparkReader,
+    TableLocation,
+    WriteOutcome,
+    WriteSpec,
+)
 
 ReaderChoice = SparkReader
 READERS: tuple[SparkReader, ...] = ("auto", "native", "python")
@@ -62,11 +73,6 @@ def parse_bytes(text: str) -> int:
     if m is None:
         raise ValueError(f"not a byte size: {text!r}")
     return int(m.group(1)) * int(1024 ** " kmgtp".index(m.group(2).lower() or " "))
-
-
-def quoted(name: str) -> str:
-    """A column name as a Spark identifier (dots and spaces inside names stay part of the name)."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 class SparkEngine:
@@ -141,7 +147,7 @@ class SparkEngine:
         if where is not None:
             df = df.where(where)
         if columns is not None:
-            df = df.select(*[F.col(quoted(c)) for c in columns])
+            df = df.select(*[F.col(quote(c)) for c in columns])
         return df
 
     def uses_native_reader(self, scan: ScanSpec) -> bool:
@@ -158,7 +164,26 @@ class SparkEngine:
         groups = {_partition_key(a, scan.table.partition_columns) for a in scan.files}
         return local and len(groups) <= self.native_max_partition_groups
 
-    def _read_native(self, scan: ScanSpec, schema: StructType) -> DataFrame:
+    def read_tagged(self, scan: ScanSpec) -> TaggedScan:
+        """All rows of ``scan.files`` plus the column :data:`~txlake.spark.dml.FILE_COLUMN` naming each row's file.
+
+        Spark's Parquet reader tags rows with ``_metadata.file_path`` (a URL mapped back to the add action);
+        the ``txlake`` data source with the add path (also when a table column is called ``_metadata``, which
+        would hide Spark's metadata column).
+        """
+        schema = spark_schema(scan.table)
+        files = {a.path: a for a in scan.files}
+        if not scan.files:
+            tagged = StructType([*schema.fields, StructField(FILE_COLUMN, StringType(), True)])
+            return TaggedScan(self.spark.createDataFrame([], tagged), files)
+        shadowed = any(f.name.lower() == "_metadata" for f in schema.fields)
+        if self.uses_native_reader(scan) and not shadowed:
+            frame = self._read_native(scan, schema, file_column=FILE_COLUMN)
+            by_path = {local_file_key(_local_url(scan.table, a)): a for a in scan.files}
+            return TaggedScan(frame, by_path, spark_file_key)
+        return TaggedScan(self._read_source(scan, schema, file_column=FILE_COLUMN), files)
+
+    def _read_native(self, scan: ScanSpec, schema: StructType, *, file_column: str | None = None) -> DataFrame:
         table = scan.table
         parts = set(table.partition_columns)
         data_schema = StructType([f for f in schema.fields if f.name not in parts])
@@ -173,17 +198,22 @@ class SparkEngine:
             columns = [
                 _partition_literal(values.get(f.name), arrow.field(f.name).type, f).alias(f.name)
                 if f.name in parts
-                else F.col(quoted(f.name))
+                else F.col(quote(f.name))
                 for f in schema.fields
             ]
+            if file_column is not None:
+                columns.append(F.col("_metadata.file_path").alias(file_column))
             frames.append(files.select(*columns))
         return reduce(DataFrame.unionAll, frames)
 
-    def _read_source(self, scan: ScanSpec, schema: StructType) -> DataFrame:
+    def _read_source(self, scan: ScanSpec, schema: StructType, *, file_column: str | None = None) -> DataFrame:
         conf = self.spark.conf
+        reader = self.spark.read.format(FORMAT)
+        if file_column is not None:
+            schema = StructType([*schema.fields, StructField(file_column, StringType(), True)])
+            reader = reader.option("fileColumn", file_column)
         return (
-            self.spark.read.format(FORMAT)
-            .schema(schema)
+            reader.schema(schema)
             .option("scan", encode_scan(scan))
             .option("pushdown", str(conf.get(PUSHDOWN_CONF, "false")).lower())
             .option("parallelism", str(self.spark.sparkContext.defaultParallelism))
@@ -226,6 +256,28 @@ class SparkEngine:
         clear_staging(store, target.txid, write_id)
         return WriteOutcome(adds=record.adds, num_rows=record.num_rows)
 
+    # ------------------------------------------------------------------------------- update/delete/merge
+
+    def rewrite(
+        self,
+        scan: ScanSpec,
+        target: WriteSpec,
+        *,
+        where: str | None,
+        set: Mapping[str, str] | None = None,
+        delete: bool = False,
+    ) -> RewriteOutcome:
+        """Copy-on-write UPDATE/DELETE of ``scan.files`` as Spark jobs (:func:`txlake.spark.dml.rewrite`)."""
+        return dml.rewrite(self, scan, target, where=where, set=set, delete=delete)
+
+    def merge_pruning_predicate(self, source: Any, spec: MergeSpec, table: TableLocation) -> str | None:
+        """Target key ranges of ``source`` (:func:`txlake.spark.dml.merge_pruning_predicate`)."""
+        return dml.merge_pruning_predicate(source, spec, table)
+
+    def merge(self, scan: ScanSpec, target: WriteSpec, source: Any, spec: MergeSpec) -> MergeOutcome:
+        """MERGE a DataFrame into ``scan.files`` as Spark jobs (:func:`txlake.spark.dml.merge`)."""
+        return dml.merge(self, scan, target, source, spec)
+
     def conform(self, table: TableLocation, df: DataFrame) -> DataFrame:
         """``df`` with its columns named as the table's; raises :class:`SchemaMismatchError` before any job.
 
@@ -243,7 +295,7 @@ class SparkEngine:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise SchemaMismatchError(f"duplicate columns {dupes}", table=table.table_name, columns=dupes)
-        renamed = df.select(*[F.col(quoted(c)).alias(n) for c, n in zip(df.columns, names, strict=True)])
+        renamed = df.select(*[F.col(quote(c)).alias(n) for c, n in zip(df.columns, names, strict=True)])
         fields = []
         for field in renamed.schema.fields:
             fields.append(_arrow_field(field, table.table_name))

@@ -7,6 +7,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
+__all__ = ["SparkSession", "local_session"]
+
 
 def local_session(app_name: str = "txlake", *, cores: int = 2, driver_memory: str = "2g") -> tuple[SparkSession, bool]:
     """``local[cores]``, UI off, loopback only, UTC; returns (session, created) — stop it only if created."""

@@ -14,7 +14,9 @@ Options (all strings): ``scan`` (an encoded :class:`~txlake.txn.engine.ScanSpec`
 (+ ``version``, ``storage.<key>``) to read a committed table directly; ``write`` (an encoded
 :class:`~txlake.txn.engine.WriteSpec`) + ``writeId`` to write; ``pushdown`` (``"true"`` when Spark's
 ``spark.sql.python.filterPushdown.enabled`` is on), ``parallelism``, ``maxPartitionBytes``,
-``openCostInBytes``, ``targetFileBytes``.
+``openCostInBytes``, ``targetFileBytes``; ``fileColumn``: add a string column of that name holding each row's data
+file (its add action's path; the DataFrame's schema must end with it), which UPDATE/DELETE/MERGE use to find the
+files they touch.
 """
 
 from __future__ import annotations
@@ -66,10 +68,11 @@ class FilesPartition(InputPartition):
 class TxlakeReader(DataSourceReader):
     """Reads planned data files as Arrow record batches (partition values filled in, missing columns null)."""
 
-    def __init__(self, scan: ScanSpec, policy: PackingPolicy) -> None:
+    def __init__(self, scan: ScanSpec, policy: PackingPolicy, file_column: str | None = None) -> None:
         self.scan = scan
         self.files: tuple[Add, ...] = scan.files
         self.policy = policy
+        self.file_column = file_column
 
     def partitions(self) -> Sequence[InputPartition]:
         groups = pack_files(self.files, self.policy)
@@ -86,6 +89,8 @@ class TxlakeReader(DataSourceReader):
         schema = normalize_schema(table.schema)
         for add in partition.files:
             data = read_file(store, table.table_path, add, schema, table.partition_columns, table=table.table_name)
+            if self.file_column is not None:
+                data = data.append_column(self.file_column, pa.array([add.path] * data.num_rows, pa.string()))
             yield from data.to_batches()
 
 
@@ -176,9 +181,10 @@ class TxlakeDataSource(DataSource):
             open_cost_bytes=int(self._option("openCostInBytes", "4194304") or 0),
             parallelism=int(self._option("parallelism", "1") or 1),
         )
+        file_column = self._option("fileColumn")
         if (self._option("pushdown", "false") or "").lower() == "true":
-            return TxlakePushdownReader(scan, policy)
-        return TxlakeReader(scan, policy)
+            return TxlakePushdownReader(scan, policy, file_column)
+        return TxlakeReader(scan, policy, file_column)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         encoded, write_id = self._option("write"), self._option("writeId")

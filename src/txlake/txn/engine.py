@@ -8,8 +8,8 @@ is plain data, picklable, so an engine can ship it to its workers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import pyarrow as pa
 
@@ -86,6 +86,103 @@ class WriteOutcome:
     num_rows: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RewriteOutcome:
+    """What a copy-on-write UPDATE or DELETE did to the candidate files of its scan (nothing staged yet).
+
+    ``removed``: the candidate files that held at least one matching row (the others are untouched);
+    ``matched``: rows that matched per removed file path; ``adds``: the files holding the rewritten rows.
+    """
+
+    removed: tuple[Add, ...] = ()
+    adds: tuple[Add, ...] = ()
+    matched: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def num_rows(self) -> int:
+        """Rows updated or deleted."""
+        return sum(self.matched.values())
+
+
+ColumnMap: TypeAlias = Mapping[str, str] | Literal["*"]
+"""Target column -> SQL expression, or ``"*"``: every target column from the source column of that name."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeClause:
+    """One ``WHEN MATCHED [AND condition] THEN UPDATE/DELETE`` clause."""
+
+    kind: Literal["update", "delete"]
+    condition: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeSpec:
+    """``MERGE INTO target AS t USING source AS s ON on WHEN ...`` (Delta semantics, see ``engine.arrow_dml``).
+
+    Matched clauses apply in the order of :meth:`matched_clauses` (conditional before unconditional, delete
+    before update): the first clause whose condition holds decides a matched row. A target row matched by
+    several source rows is an error (:class:`~txlake.errors.MergeCardinalityError`) unless the only matched
+    clause is an unconditional delete.
+    """
+
+    on: str
+    matched_update: ColumnMap | None = None
+    matched_update_condition: str | None = None
+    matched_delete: bool | str | None = None
+    not_matched_insert: ColumnMap | None = None
+    not_matched_insert_condition: str | None = None
+    target_alias: str = "t"
+    source_alias: str = "s"
+
+    def __post_init__(self) -> None:
+        if self.matched_update is None and not self.matched_delete and self.not_matched_insert is None:
+            raise ValueError("merge needs at least one clause")
+        if self.target_alias.lower() == self.source_alias.lower():
+            raise ValueError("target_alias and source_alias must differ")
+        for mapping in (self.matched_update, self.not_matched_insert):
+            if isinstance(mapping, str) and mapping != "*":
+                raise ValueError(f"a column map must be a mapping or '*', got {mapping!r}")
+        if self.matched_update_condition is not None and self.matched_update is None:
+            raise ValueError("matched_update_condition needs matched_update")
+        if self.not_matched_insert_condition is not None and self.not_matched_insert is None:
+            raise ValueError("not_matched_insert_condition needs not_matched_insert")
+        unconditional = (self.matched_delete is True) + (
+            self.matched_update is not None and self.matched_update_condition is None
+        )
+        if unconditional > 1:
+            raise ValueError("only one matched clause may be unconditional (give the delete or the update a condition)")
+
+    def matched_clauses(self) -> tuple[MergeClause, ...]:
+        """Matched clauses in evaluation order: conditional before unconditional, delete before update."""
+        conditional: list[MergeClause] = []
+        unconditional: list[MergeClause] = []
+        if isinstance(self.matched_delete, str):
+            conditional.append(MergeClause("delete", self.matched_delete))
+        elif self.matched_delete:
+            unconditional.append(MergeClause("delete"))
+        if self.matched_update is not None:
+            clause = MergeClause("update", self.matched_update_condition)
+            (conditional if clause.condition is not None else unconditional).append(clause)
+        return tuple(conditional + unconditional)
+
+    @property
+    def only_delete(self) -> bool:
+        """The only matched clause is an unconditional delete (several matches of one row are then allowed)."""
+        return self.matched_clauses() == (MergeClause("delete"),)
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    """What a merge did (nothing staged yet): target files rewritten, new files, and Delta's row metrics."""
+
+    removed: tuple[Add, ...] = ()
+    adds: tuple[Add, ...] = ()
+    num_updated: int = 0
+    num_deleted: int = 0
+    num_inserted: int = 0
+
+
 @runtime_checkable
 class DataEngine(Protocol):
     """A data engine the transaction delegates engine-native reads and writes to."""
@@ -108,4 +205,27 @@ class DataEngine(Protocol):
 
     def write(self, target: WriteSpec, data: Any) -> WriteOutcome:
         """Write ``data`` as data files of ``target`` and return their add actions (nothing is committed)."""
+        ...
+
+    def rewrite(
+        self,
+        scan: ScanSpec,
+        target: WriteSpec,
+        *,
+        where: str | None,
+        set: Mapping[str, str] | None = None,
+        delete: bool = False,
+    ) -> RewriteOutcome:
+        """Copy-on-write UPDATE (``set``) or DELETE (``delete=True``) of the rows of ``scan.files`` matching ``where``.
+
+        Only the files holding a matching row are rewritten (as files of ``target``); nothing is committed.
+        """
+        ...
+
+    def merge_pruning_predicate(self, source: Any, spec: MergeSpec, table: TableLocation) -> str | None:
+        """A predicate on the target that every row a merge of ``source`` can match satisfies (``None``: all)."""
+        ...
+
+    def merge(self, scan: ScanSpec, target: WriteSpec, source: Any, spec: MergeSpec) -> MergeOutcome:
+        """MERGE ``source`` into the rows of ``scan.files`` (copy-on-write; nothing is committed)."""
         ...

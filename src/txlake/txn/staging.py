@@ -161,6 +161,13 @@ class TableWork:
         self._stage_adds(a for a in adds if a.num_records != 0)
         self.operations.append("OVERWRITE")
 
+    def replace_files(self, removed: Iterable[Add], adds: Iterable[Add], operation: str) -> None:
+        """Stage a copy-on-write rewrite another engine wrote: live files ``removed`` go, files ``adds`` come."""
+        for add in removed:
+            self._drop_file(add)
+        self._stage_adds(a for a in adds if a.num_records != 0)
+        self.operations.append(operation)
+
     def delete_unstaged(self, adds: Iterable[Add]) -> None:
         """Delete written files that will not be staged (a statement failed after its engine wrote them)."""
         for add in adds:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from txlake.delta.actions import Metadata, now_ms
+from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import protocol_for_new_table
 from txlake.delta.schema import conform, normalize_schema, schema_to_json
 from txlake.delta.state import Snapshot
@@ -42,7 +42,7 @@ from txlake.lakehouse.records import (
     apply_catalog,
 )
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
-from txlake.txn.engine import DataEngine, ScanSpec, TableLocation, WriteSpec
+from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.publish import publish
 from txlake.txn.staging import TableWork
 
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TxStatus = Literal["active", "committed", "aborted"]
+DmlEngine = Literal["auto", "arrow", "spark"]
+"""Where UPDATE/DELETE run: the data engine when the lakehouse has one (``auto``), Arrow, or the data engine."""
 
 
 def split_name(name: str) -> tuple[str, str]:
@@ -323,42 +325,133 @@ class Transaction:
         work.stage_adds(written.adds)
         return written.num_rows
 
-    def delete(self, name: str, where: str | None = None) -> int:
-        """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted."""
-        return self._table(name).rewrite(where, "DELETE", lambda rows, p: delete_rows(rows, p))
+    def _dml_engine(self, engine: DmlEngine) -> DataEngine | None:
+        """The data engine an UPDATE/DELETE runs on (``None``: the Arrow path)."""
+        if engine not in ("auto", "arrow", "spark"):
+            raise ValueError(f"engine must be 'auto', 'arrow' or 'spark', got {engine!r}")
+        if engine == "arrow":
+            return None
+        if engine == "spark":
+            return self._ctx.require_engine()
+        return self._ctx.engine
 
-    def update(self, name: str, set: Mapping[str, str], where: str | None = None) -> int:
-        """``UPDATE name SET col = expr, ... WHERE where``; expressions are Spark SQL strings."""
+    def _rewrite_engine(
+        self,
+        engine: DataEngine,
+        work: TableWork,
+        where: str | None,
+        operation: str,
+        set: Mapping[str, str] | None = None,
+    ) -> int:
+        """UPDATE/DELETE on the data engine: candidate files pruned and recorded as on the Arrow path."""
+        prune = engine.pruning_predicate(where, work.schema)
+        files = work.candidates(work.bind(prune))
+        location = self._location(work)
+        outcome = engine.rewrite(
+            ScanSpec(location, tuple(files)),
+            WriteSpec(location, self.txid),
+            where=where,
+            set=set,
+            delete=set is None,
+        )
+        # a condition txlake cannot read (Spark-only functions) is recorded as a read of the whole table
+        self._stage_rewrite(work, prune, files, outcome.removed, outcome.adds, operation)
+        return outcome.num_rows
+
+    def _stage_rewrite(
+        self,
+        work: TableWork,
+        predicate: str | None,
+        files: Sequence[Add],
+        removed: Sequence[Add],
+        adds: Sequence[Add],
+        operation: str,
+    ) -> None:
+        """Record an engine statement's read (``predicate`` over candidate ``files``) and stage its rewrite.
+
+        The read is recorded once the statement succeeded: a failed statement staged nothing, so its read
+        cannot matter (the engine wrote nothing either).
+        """
+        try:
+            work.record_dml(predicate, files)
+            work.replace_files(removed, adds, operation)
+        except BaseException:
+            work.delete_unstaged(adds)
+            raise
+
+    def delete(self, name: str, where: str | None = None, *, engine: DmlEngine = "auto") -> int:
+        """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted.
+
+        With a data engine (``connect(..., spark=)``) this is a Spark job over the candidate files (Spark SQL
+        semantics); ``engine="arrow"`` runs it in this process instead, ``engine="spark"`` requires Spark.
+        """
+        work = self._table(name)
+        data_engine = self._dml_engine(engine)
+        if data_engine is not None:
+            return self._rewrite_engine(data_engine, work, where, "DELETE")
+        return work.rewrite(where, "DELETE", lambda rows, p: delete_rows(rows, p))
+
+    def update(self, name: str, set: Mapping[str, str], where: str | None = None, *, engine: DmlEngine = "auto") -> int:
+        """``UPDATE name SET col = expr, ... WHERE where``; expressions are Spark SQL strings.
+
+        Returns the number of rows updated. Runs like :meth:`delete` (``engine=``); only the files holding a
+        matching row are rewritten.
+        """
         work = self._table(name)
         if not set:
             raise ValueError("update needs at least one column in set=")
         schema = work.schema
         lower = {n.lower(): n for n in schema.names}
-        bound = {}
+        columns: dict[str, str] = {}
         for col, expr in set.items():
             real = lower.get(col.lower())
             if real is None:
                 raise SchemaMismatchError(f"no column {col!r} in {name}", table=name, columns=[col])
             if real in work.partition_columns:
                 raise ValueError(f"updating partition column {real!r} is not supported")
-            bound[real] = parse_expression(expr).bind(schema)
+            columns[real] = expr
+        data_engine = self._dml_engine(engine)
+        if data_engine is not None:
+            return self._rewrite_engine(data_engine, work, where, "UPDATE", columns)
+        bound = {real: parse_expression(expr).bind(schema) for real, expr in columns.items()}
         return work.rewrite(where, "UPDATE", lambda rows, p: update_rows(rows, bound, p))
 
     def merge(
         self,
         name: str,
-        source: pa.Table,
+        source: pa.Table | Any,
         on: str,
         *,
         when_matched_update: Mapping[str, str] | Literal["*"] | None = None,
+        when_matched_update_condition: str | None = None,
         when_matched_delete: bool | str | None = None,
         when_not_matched_insert: Mapping[str, str] | Literal["*"] | None = None,
+        when_not_matched_insert_condition: str | None = None,
         target_alias: str = "t",
         source_alias: str = "s",
     ) -> MergeMetrics:
-        """``MERGE INTO name AS t USING source AS s ON on`` with the given clauses (copy-on-write)."""
+        """``MERGE INTO name AS t USING source AS s ON on`` with the given clauses (copy-on-write).
+
+        ``when_matched_delete`` is ``True`` or a condition; ``*`` maps every target column from the source
+        column of the same name. A Spark DataFrame source runs as Spark jobs over the target files its join keys
+        may reach (pruned by the source's key range when ``on`` has ``t.col = s.expr`` conjuncts); an Arrow
+        source runs in this process over the whole table. A target row matched by several source rows raises
+        :class:`~txlake.errors.MergeCardinalityError` (unless the only matched clause is an unconditional delete).
+        """
+        spec = MergeSpec(
+            on,
+            matched_update=when_matched_update,
+            matched_update_condition=when_matched_update_condition,
+            matched_delete=when_matched_delete,
+            not_matched_insert=when_not_matched_insert,
+            not_matched_insert_condition=when_not_matched_insert_condition,
+            target_alias=target_alias,
+            source_alias=source_alias,
+        )
         if not isinstance(source, pa.Table):
-            raise TypeError(f"source must be a pyarrow.Table, got {type(source).__name__}")
+            if self._ctx.engine is None or not self._ctx.engine.accepts(source):
+                raise TypeError(f"source must be a pyarrow.Table or a Spark DataFrame, got {type(source).__name__}")
+            return self._merge_engine(self._ctx.engine, name, source, spec)
         work = self._table(name)
         files = work.live_files()
         work.record_dml(None, files)  # merge reads the whole target: conservative read set
@@ -370,6 +463,8 @@ class Transaction:
             matched_update=when_matched_update,
             matched_delete=when_matched_delete,
             not_matched_insert=when_not_matched_insert,
+            matched_update_condition=when_matched_update_condition,
+            not_matched_insert_condition=when_not_matched_insert_condition,
             target_alias=target_alias,
             source_alias=source_alias,
             table_name=work.entry.name,
@@ -383,6 +478,17 @@ class Transaction:
             work.append(result.inserted)
         work.operations.append("MERGE")
         return MergeMetrics(result.num_updated, result.num_deleted, result.num_inserted)
+
+    def _merge_engine(self, engine: DataEngine, name: str, source: Any, spec: MergeSpec) -> MergeMetrics:
+        """MERGE a DataFrame on the data engine: target files pruned by the source's key range, then recorded."""
+        work = self._table(name)
+        location = self._location(work)
+        # an empty target needs no key range (that would cost a job)
+        prune = engine.merge_pruning_predicate(source, spec, location) if work.live_files() else None
+        files = work.candidates(work.bind(prune))
+        outcome = engine.merge(ScanSpec(location, tuple(files)), WriteSpec(location, self.txid), source, spec)
+        self._stage_rewrite(work, prune, files, outcome.removed, outcome.adds, "MERGE")
+        return MergeMetrics(outcome.num_updated, outcome.num_deleted, outcome.num_inserted)
 
     # ----------------------------------------------------------------------------------------- commit
 
