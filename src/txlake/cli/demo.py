@@ -132,8 +132,9 @@ def _worker(
                 with lake.transaction("serializable") as tx:
                     have = tx.read_arrow(src, where=f"id = {a}", columns=["balance"]).column("balance")[0].as_py()
                     if have >= amount:
-                        tx.update(src, set={"balance": f"balance - {amount}"}, where=f"id = {a}")
-                        tx.update(dst, set={"balance": f"balance + {amount}"}, where=f"id = {b}")
+                        # small point updates: the Arrow path (milliseconds), not a Spark job
+                        tx.update(src, set={"balance": f"balance - {amount}"}, where=f"id = {a}", engine="arrow")
+                        tx.update(dst, set={"balance": f"balance + {amount}"}, where=f"id = {b}", engine="arrow")
                 stats.add(commits=1, rebases=tx.result.rebases if tx.result is not None else 0)
                 break
             except ConflictError:
