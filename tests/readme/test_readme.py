@@ -35,3 +35,15 @@ def test_readme_setup_and_main_job_on_a_fresh_venv(tmp_path: Path) -> None:
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     assert "invariant held" in done.stdout
     assert (checkout / "txlake-demo" / "txlake-demo.png").exists()
+
+
+def test_readme_python_example_runs(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    assert "file:///tmp/lake" in example
+    code = example.replace("file:///tmp/lake", f"file://{tmp_path}/lake")
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    lake = namespace["lake"]
+    assert lake.read_arrow("bank.savings", where="id = 1").to_pylist() == [{"id": 1, "balance": 30}]  # type: ignore[attr-defined]
+    assert lake.read_arrow("bank.checking", where="id = 1").to_pylist() == [{"id": 1, "balance": 70}]  # type: ignore[attr-defined]
