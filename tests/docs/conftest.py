@@ -15,26 +15,13 @@ def docs_spark() -> Iterator[object]:
 
     The examples build their session with ``SparkSession.builder...getOrCreate()``, which returns this one.
     """
-    pyspark_sql = pytest.importorskip("pyspark.sql")
+    pytest.importorskip("pyspark.sql")
+    from txlake.spark.session import local_session
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    active = pyspark_sql.SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("txlake-docs")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session, created = local_session("txlake-docs")
     try:
         yield session
     finally:
-        session.stop()
+        if created:
+            session.stop()

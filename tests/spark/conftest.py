@@ -13,33 +13,19 @@ from pyspark.sql import SparkSession
 
 import txlake
 from txlake.spark.engine import ReaderChoice
+from txlake.spark.session import local_session
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """``local[2]``, UI off, loopback only, UTC session time zone; stopped at the end if we started it."""
     os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must import txlake from this environment
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("txlake-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session, created = local_session("txlake-tests")
     try:
         yield session
     finally:
-        session.stop()
+        if created:
+            session.stop()
 
 
 @pytest.fixture(params=["native", "python"])
