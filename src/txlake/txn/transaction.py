@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import time
@@ -452,28 +453,19 @@ class Transaction:
             if self._ctx.engine is None or not self._ctx.engine.accepts(source):
                 raise TypeError(f"source must be a pyarrow.Table or a Spark DataFrame, got {type(source).__name__}")
             return self._merge_engine(self._ctx.engine, name, source, spec)
+        return self._merge_arrow(name, source, spec)
+
+    def _merge_arrow(self, name: str, source: pa.Table, spec: MergeSpec) -> MergeMetrics:
+        """MERGE an Arrow table in this process over every live file of the target."""
         work = self._table(name)
         files = work.live_files()
         work.record_dml(None, files)  # merge reads the whole target: conservative read set
         targets = [work.read_one(a) for a in files]
-        result = merge_rows(
-            targets,
-            source,
-            on=on,
-            matched_update=when_matched_update,
-            matched_delete=when_matched_delete,
-            not_matched_insert=when_not_matched_insert,
-            matched_update_condition=when_matched_update_condition,
-            not_matched_insert_condition=when_not_matched_insert_condition,
-            target_alias=target_alias,
-            source_alias=source_alias,
-            table_name=work.entry.name,
-            schema=work.schema,
-        )
+        clauses = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+        result = merge_rows(targets, source, **clauses, table_name=work.entry.name, schema=work.schema)
         for add, new_rows in zip(files, result.files, strict=True):
-            if new_rows is None:
-                continue
-            work.replace_file(add, new_rows)
+            if new_rows is not None:
+                work.replace_file(add, new_rows)
         if result.inserted.num_rows:
             work.append(result.inserted)
         work.operations.append("MERGE")
