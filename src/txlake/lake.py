@@ -27,7 +27,7 @@ from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Ou
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
-from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, TableLocation
+from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
 from txlake.txn.transaction import CommitResult, Transaction
 
 T = TypeVar("T")
@@ -115,6 +115,7 @@ class Lakehouse:
         checkpoint_interval: int = 100,
         spark: Any = None,
         spark_reader: SparkReader = "auto",
+        spark_writer: SparkWriter = "auto",
     ) -> None:
         self.store = store
         self._ctx = LakeContext(
@@ -123,7 +124,7 @@ class Lakehouse:
             SnapshotCache(store),
             lease_seconds=lease_seconds,
             checkpoint_interval=checkpoint_interval,
-            engine=_engine(spark, spark_reader),
+            engine=_engine(spark, spark_reader, spark_writer),
         )
 
     @property
@@ -287,14 +288,14 @@ class Lakehouse:
         return f"Lakehouse({self.uri!r}, version={self.version()})"
 
 
-def _engine(spark: Any, reader: SparkReader) -> DataEngine | None:
+def _engine(spark: Any, reader: SparkReader, writer: SparkWriter) -> DataEngine | None:
     """A Spark engine for ``spark`` (a SparkSession, or a ready :class:`DataEngine`), or ``None``."""
     if spark is None or isinstance(spark, DataEngine):
         return spark
     # pyspark is an optional dependency: only a caller that passes a session needs it installed
     from txlake.spark.engine import SparkEngine
 
-    return SparkEngine(spark, reader=reader)
+    return SparkEngine(spark, reader=reader, writer=writer)
 
 
 def connect(
@@ -306,6 +307,7 @@ def connect(
     checkpoint_interval: int = 100,
     spark: Any = None,
     spark_reader: SparkReader = "auto",
+    spark_writer: SparkWriter = "auto",
 ) -> Lakehouse:
     """Open the lakehouse at ``uri`` (``file:///dir``, ``s3://bucket/prefix``, ``memory://name``).
 
@@ -323,6 +325,9 @@ def connect(
             and update/delete/merge run as Spark jobs.
         spark_reader: how Spark reads files: Spark's own Parquet reader (``"native"``, local files only),
             the txlake Python data source (``"python"``), or ``"auto"`` (native for ``file://``).
+        spark_writer: how Spark writes files: Spark's own Parquet writer (``"native"``, local files only; the
+            files are moved into the table after the job), the txlake Python data source (``"python"``), or
+            ``"auto"`` (native whenever the table and the DataFrame allow it, see :mod:`txlake.spark.native`).
     """
     try:
         store = ObjectStore.from_uri(uri, storage_options, must_exist=not create)
@@ -334,6 +339,7 @@ def connect(
         checkpoint_interval=checkpoint_interval,
         spark=spark,
         spark_reader=spark_reader,
+        spark_writer=spark_writer,
     )
     if not store.exists(GlobalLog.record_path(0)) or not store.exists(GlobalLog.outcome_path(0)):
         if not create:

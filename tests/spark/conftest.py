@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 import txlake
 from txlake.spark.engine import ReaderChoice
 from txlake.spark.session import local_session
+from txlake.txn.engine import SparkWriter
 
 
 @pytest.fixture(scope="session")
@@ -30,11 +31,19 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(params=["native", "python"])
 def spark_reader(request: pytest.FixtureRequest) -> ReaderChoice:
-    """How files are read: Spark's Parquet reader or the txlake Python data source."""
+    """How files are read and written: Spark's Parquet reader and writer, or the txlake Python data source."""
     return cast(ReaderChoice, request.param)
+
+
+def writer_for(reader: ReaderChoice) -> SparkWriter:
+    """The writer that goes with a reader in these suites: native reads with ``auto`` writes (Spark's writer
+    whenever it can), Python data source reads with Python data source writes."""
+    return "python" if reader == "python" else "auto"
 
 
 @pytest.fixture
 def lake(tmp_path: Path, spark: SparkSession, spark_reader: ReaderChoice) -> txlake.Lakehouse:
-    """A fresh local lakehouse with Spark, once per reader."""
-    return txlake.connect((tmp_path / "lake").as_uri(), spark=spark, spark_reader=spark_reader)
+    """A fresh local lakehouse with Spark, once per way of reading and writing."""
+    return txlake.connect(
+        (tmp_path / "lake").as_uri(), spark=spark, spark_reader=spark_reader, spark_writer=writer_for(spark_reader)
+    )

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 import txlake
 from tests.interop.deltars import rows
+from tests.spark.conftest import writer_for
 from tests.spark.helpers import deltars_read, df_rows, staging_objects, txid_files
 from txlake.spark import SparkEngine
 from txlake.spark.engine import ReaderChoice
@@ -43,7 +44,8 @@ def small_batches(spark: SparkSession) -> Iterator[None]:
 
 @pytest.fixture
 def file_per_batch_lake(tmp_path: Path, spark: SparkSession, spark_reader: ReaderChoice) -> txlake.Lakehouse:
-    engine = SparkEngine(spark, reader=spark_reader, target_file_bytes=1)  # every batch becomes a file
+    # with the data source writer every batch becomes a file
+    engine = SparkEngine(spark, reader=spark_reader, writer=writer_for(spark_reader), target_file_bytes=1)
     return txlake.connect((tmp_path / "lake").as_uri(), spark=engine)
 
 

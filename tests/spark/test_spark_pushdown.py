@@ -21,6 +21,9 @@ from tests.interop.deltars import rows
 from tests.spark.helpers import df_rows
 from txlake.delta.actions import Add
 from txlake.spark.planning import PackingPolicy, filter_sql, pack_files
+from txlake.spark.source import TxlakeDataSource, requested_columns
+from txlake.spark.specs import encode_scan
+from txlake.txn.engine import ScanSpec, TableLocation
 
 SCHEMA = pa.schema([("id", pa.int64()), ("grp", pa.string()), ("v", pa.float64()), ("day", pa.date32())])
 FILES = 8
@@ -177,3 +180,32 @@ def test_file_packing() -> None:
     assert len(pack_files(big, PackingPolicy(parallelism=8))) == 3
     assert pack_files([], PackingPolicy()) == []
     assert [len(g) for g in pack_files(many, PackingPolicy(max_partition_bytes=1))] == [1] * 100
+
+
+def test_python_reader_reads_only_the_requested_columns(
+    lakes: tuple[txlake.Lakehouse, txlake.Lakehouse], spark: SparkSession
+) -> None:
+    """PySpark tells Python data sources no required columns: ``tx.read(columns=)`` (plus the columns of
+    ``where``) is the schema handed to the data source, and its reader reads only those from the files."""
+    python, native = lakes
+    fill(python, spark)
+    with python.transaction() as tx:
+        df = tx.read("s.t", where="v > 30", columns=["day"])
+        assert df.columns == ["day"]
+        relation = df._jdf.queryExecution().analyzed().collectLeaves().head()  # what the data source yields
+        assert list(relation.schema().fieldNames()) == ["v", "day"]
+        assert df_rows(df) == rows(tx.read_arrow("s.t", where="v > 30", columns=["day"]))
+    with native.transaction() as tx:
+        assert df_rows(tx.read("s.t", where="v > 30", columns=["day"])) == df_rows(df)
+    # the reader itself: batches of the requested columns only, in table order
+    snap = python.snapshot()
+    delta = snap.delta_snapshot("s.t")
+    scan = ScanSpec(TableLocation.of(python.store, snap.entry("s.t"), delta.metadata), tuple(delta.files.values()))
+    source = TxlakeDataSource({"scan": encode_scan(scan)})
+    reader = source.reader(spark.createDataFrame([], "v double, day date").schema)
+    batches = [b for p in reader.partitions() for b in reader.read(p)]
+    assert batches and all(b.schema.names == ["v", "day"] for b in batches)
+    assert sum(b.num_rows for b in batches) == 10 * FILES
+    assert requested_columns(scan.table, source.schema(), None) is None
+    with pytest.raises(ValueError, match="does not match"):
+        requested_columns(scan.table, spark.createDataFrame([], "v string").schema, None)

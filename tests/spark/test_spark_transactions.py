@@ -249,8 +249,10 @@ def test_auto_reader_choice(tmp_path: Path, spark: SparkSession) -> None:
         assert df_rows(snap.read(name)) == rows(snap.read_arrow(name))
 
 
-def test_job_commit_runs_outside_the_users_process(lake: txlake.Lakehouse, spark: SparkSession) -> None:
-    """Why adds travel through storage: Spark runs ``commit()`` in a Python worker, not in this interpreter."""
+def test_job_commit_runs_outside_the_users_process(tmp_path: Path, spark: SparkSession) -> None:
+    """Why the data source's adds travel through storage: Spark runs ``commit()`` in a Python worker, not in
+    this interpreter."""
+    lake = txlake.connect((tmp_path / "lake").as_uri(), spark=spark, spark_writer="python")
     lake.create_table("s.t", ACCOUNTS)
     with lake.transaction() as tx:
         tx.append("s.t", accounts_df(spark, [(1, "a", 1)]))

@@ -5,14 +5,15 @@ into a temp dir; a local Spark session (``local[2]``, UI off, loopback only, UTC
 part measures its Spark baseline in the same run, rotating which side goes first:
 
 1. ``load``: ``with lake.transaction() as tx: tx.append("tpch.lineitem", df); tx.append("tpch.orders", df)``
-   (the files are written by Spark tasks through the txlake data source, then one global commit) vs
-   ``df.write.parquet(path)`` for each table, ``df = spark.read.parquet(<generated file>)``. Rows: each
-   table's append vs its write, and the whole transaction (commit included) vs both writes.
+   (the files are written by Spark's own Parquet writer and moved into the tables, then one global commit)
+   vs ``df.write.parquet(path)`` for each table, ``df = spark.read.parquet(<generated file>)``. Rows: each
+   table's append vs its write, and the whole transaction (commit included) vs both writes. The same
+   transaction with ``spark_writer="python"`` (the txlake data source writes the files) is reported alongside.
 2. ``query``: TPC-H Q1 and Q6 (standard text, validation substitution parameters) over temp views of
    ``tx.read("tpch.lineitem")`` in a read-only transaction vs temp views of ``spark.read.parquet`` of the
    SAME data files (the table's live files). Each run is collected to completion; both sides must return the
    same rows. Reported for ``spark_reader="native"`` (``spark-query``, the target applies) and ``"python"``
-   (the txlake data source, ``spark-query-python``).
+   (the txlake data source, ``spark-query-python``, reading the query's columns: ``tx.read(columns=)``).
 3. ``skip``: a selective query (one month of ``l_shipdate``) over a copy of ``lineitem`` written range-
    partitioned and sorted by ``l_shipdate`` (``--ranges`` files with disjoint date ranges):
    ``lake.snapshot().read(name, where=...)`` prunes files by their statistics, against
@@ -101,6 +102,12 @@ WHERE l_shipdate >= DATE '1994-01-01'
   AND l_quantity < 24
 """
 QUERIES: Mapping[str, str] = {"Q1": Q1, "Q6": Q6}
+QUERY_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    "Q1": ("l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate"),
+    "Q6": ("l_quantity", "l_extendedprice", "l_discount", "l_shipdate"),
+}
+"""What each query reads: passed as ``tx.read(columns=)`` to the Python data source, which PySpark does not
+tell which columns a query uses (Spark's Parquet reader prunes columns itself)."""
 SELECTIVE_WHERE = "l_shipdate >= DATE '1995-06-01' AND l_shipdate < DATE '1995-07-01'"
 SELECTIVE_AGGREGATES = ("count(*) AS n", "sum(l_extendedprice * (1 - l_discount)) AS revenue")
 
@@ -351,6 +358,7 @@ def run_load(
     ours: dict[str, list[float]] = {}
     theirs: dict[str, list[float]] = {}
     floor: dict[str, list[float]] = {}
+    python_writer: dict[str, list[float]] = {}
     commits: list[float] = []
     lake: Lakehouse | None = None
     parquet_out = work / "parquet"
@@ -377,10 +385,22 @@ def run_load(
             for key, value in load_discarded(spark, sources).items():
                 floor.setdefault(key, []).append(value)
 
-        in_turn(i, txlake_sample, parquet_sample, floor_sample)
+        def python_writer_sample() -> None:
+            path = work / "lake-python-writer"
+            shutil.rmtree(path, ignore_errors=True)
+            other = txlake.connect(path.as_uri(), spark=spark, spark_writer="python")
+            create_tables(other, spark, sources)
+            times = load_txlake(other, spark, sources)
+            times.pop("commit")
+            for key, value in times.items():
+                python_writer.setdefault(key, []).append(value)
+            shutil.rmtree(path, ignore_errors=True)
+
+        in_turn(i, txlake_sample, parquet_sample, floor_sample, python_writer_sample)
         console.log(
             f"load sample {i + 1}/{options.repeat}: txlake {ours['transaction'][-1]:.0f} ms, "
-            f"parquet {theirs['transaction'][-1]:.0f} ms, Python-source floor {floor['transaction'][-1]:.0f} ms"
+            f"parquet {theirs['transaction'][-1]:.0f} ms, txlake with the data source writer "
+            f"{python_writer['transaction'][-1]:.0f} ms, Python-source floor {floor['transaction'][-1]:.0f} ms"
         )
         if i == options.repeat - 1:
             for table in sources:
@@ -399,6 +419,9 @@ def run_load(
 
     def floor_params(key: str) -> dict[str, Any]:
         return {
+            "python_writer_ms": _median(python_writer[key]),
+            "python_writer_samples": python_writer[key],
+            "python_writer_ratio": _median(python_writer[key]) / _median(theirs[key]),
             "python_source_floor_ms": _median(floor[key]),
             "python_source_floor_samples": floor[key],
             "python_source_floor_ratio": _median(floor[key]) / _median(theirs[key]),
@@ -421,7 +444,9 @@ def run_load(
         rows=tuple(rows),
         target_ratio=LOAD_TARGET_RATIO,
         parameters={
-            "txlake": "with lake.transaction() as tx: tx.append(name, spark.read.parquet(generated))",
+            "txlake": "with lake.transaction() as tx: tx.append(name, spark.read.parquet(generated)) "
+            "(spark_writer='auto': Spark's Parquet writer, files moved into the table)",
+            "python_writer": "the same transaction with spark_writer='python' (the txlake data source writes)",
             "baseline": "spark.read.parquet(generated).write.parquet(path)",
             "python_source_floor": "spark.read.parquet(generated).write.format(<Python source that discards "
             "the Arrow batches>).save(): the cost of any Python data source write before it does its own work",
@@ -437,10 +462,11 @@ def _num_records(stats: str | None) -> int:
 # --------------------------------------------------------------------------------------------- part 2: query
 
 
-def txlake_query(lake: Lakehouse, spark: SparkSession, sql: str) -> list[Any]:
-    """Run ``sql`` over a temp view of ``tx.read("tpch.lineitem")`` in a read-only transaction, to completion."""
+def txlake_query(lake: Lakehouse, spark: SparkSession, sql: str, columns: Sequence[str] | None = None) -> list[Any]:
+    """Run ``sql`` over a temp view of ``tx.read("tpch.lineitem", columns=columns)`` in a read-only
+    transaction, to completion."""
     with lake.transaction() as tx:
-        tx.read(f"{NAMESPACE}.lineitem").createOrReplaceTempView("lineitem")
+        tx.read(f"{NAMESPACE}.lineitem", columns=columns).createOrReplaceTempView("lineitem")
         return spark.sql(sql).collect()
 
 
@@ -492,7 +518,9 @@ def run_query(spark: SparkSession, lake: Lakehouse, options: SparkBenchOptions, 
         rows = [
             measure_pair(
                 f"{query} {reader}",
-                functools.partial(txlake_query, reading, spark, sql),
+                functools.partial(
+                    txlake_query, reading, spark, sql, QUERY_COLUMNS[query] if reader == "python" else None
+                ),
                 functools.partial(parquet_query, spark, files, sql),
                 options,
                 {"query": query, "reader": reader, "files": len(files)},
@@ -510,7 +538,12 @@ def run_query(spark: SparkSession, lake: Lakehouse, options: SparkBenchOptions, 
                 target_ratio=QUERY_TARGET_RATIO if reader == "native" else None,
                 parameters={
                     "reader": reader,
-                    "txlake": "temp view of tx.read('tpch.lineitem') (read-only transaction); spark.sql(q).collect()",
+                    "txlake": (
+                        "temp view of tx.read('tpch.lineitem') (read-only transaction); spark.sql(q).collect()"
+                        if reader == "native"
+                        else "temp view of tx.read('tpch.lineitem', columns=<the query's columns>) (read-only "
+                        "transaction); spark.sql(q).collect()"
+                    ),
                     "baseline": "temp view of spark.read.parquet(<the table's live files>); spark.sql(q).collect()",
                     "files": len(files),
                     "queries": {k: " ".join(v.split()) for k, v in QUERIES.items()},

@@ -122,6 +122,90 @@ def compute_stats(data: pa.Table) -> str:
     return json.dumps(doc, separators=(",", ":"))
 
 
+def _leaf_count(dtype: pa.DataType) -> int:
+    """How many Parquet leaf columns store a column of ``dtype``."""
+    if pa.types.is_struct(dtype):
+        return sum(_leaf_count(dtype.field(i).type) for i in range(dtype.num_fields))
+    if pa.types.is_map(dtype):
+        return _leaf_count(dtype.key_type) + _leaf_count(dtype.item_type)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_fixed_size_list(dtype):
+        return _leaf_count(dtype.value_type)
+    return 1
+
+
+def _footer_leaf_stats(meta: pq.FileMetaData, leaf: int, dtype: pa.DataType) -> tuple[Any, Any, Any]:
+    """(min, max, nullCount) of one top-level or struct-child leaf over every row group of ``meta``.
+
+    A row group without statistics makes the column's stats unknown (``None``). Floating point min/max are
+    dropped when a bound is NaN (Parquet writers that order NaN last report it as the max when present).
+    """
+    nulls = 0
+    lo: Any = None
+    hi: Any = None
+    bounded = _has_minmax(dtype)
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        stats = group.column(leaf).statistics
+        if stats is None or not stats.has_null_count:
+            return None, None, None
+        nulls += stats.null_count
+        if not bounded or stats.null_count >= group.num_rows:
+            continue  # only nulls here: nothing to bound
+        if not stats.has_min_max:
+            bounded = False
+            continue
+        gmin, gmax = stats.min, stats.max
+        if isinstance(gmin, float) and (math.isnan(gmin) or math.isnan(gmax)):
+            bounded = False
+            continue
+        lo = gmin if lo is None or gmin < lo else lo
+        hi = gmax if hi is None or gmax > hi else hi
+    if not bounded or lo is None:
+        return None, None, nulls
+    return _stat_value(lo, dtype, is_max=False), _stat_value(hi, dtype, is_max=True), nulls
+
+
+def _footer_field_stats(meta: pq.FileMetaData, leaf: int, dtype: pa.DataType) -> tuple[Any, Any, Any]:
+    if not pa.types.is_struct(dtype):
+        return _footer_leaf_stats(meta, leaf, dtype)
+    mins, maxs, nulls = _footer_fields_stats(meta, leaf, [dtype.field(i) for i in range(dtype.num_fields)])
+    return (mins or None), (maxs or None), (nulls or None)
+
+
+def _footer_fields_stats(
+    meta: pq.FileMetaData, leaf: int, fields: Iterable[pa.Field]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Min, max and null count per field of ``fields``, whose leaves start at leaf ``leaf``."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    for field in fields:
+        if not (pa.types.is_list(field.type) or pa.types.is_large_list(field.type) or pa.types.is_map(field.type)):
+            lo, hi, nc = _footer_field_stats(meta, leaf, field.type)
+            if lo is not None:
+                mins[field.name] = lo
+            if hi is not None:
+                maxs[field.name] = hi
+            if nc is not None:
+                nulls[field.name] = nc
+        leaf += _leaf_count(field.type)
+    return mins, maxs, nulls
+
+
+def stats_from_footer(meta: pq.FileMetaData, schema: pa.Schema) -> str:
+    """Delta ``stats`` JSON of a Parquet file written by another engine (e.g. Spark), from its footer.
+
+    ``schema``: the table's columns stored in the file, in file order (partition columns are not in the
+    files). Parquet statistics are exact bounds; they go through the same encoding as :func:`compute_stats`
+    (millisecond timestamps rounded outwards, long strings cut to a prefix for the min and dropped for the max).
+    Null counts of leaves inside structs include the rows where the struct itself is null, as in
+    :func:`compute_stats`. List and map columns get no statistics.
+    """
+    mins, maxs, nulls = _footer_fields_stats(meta, 0, schema)
+    doc = {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+    return json.dumps(doc, separators=(",", ":"))
+
+
 # ------------------------------------------------------------------------------------------- partitions
 
 

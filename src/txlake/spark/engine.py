@@ -35,10 +35,12 @@ from txlake.expr import parse_predicate
 from txlake.expr.nodes import walk
 from txlake.spark import dml
 from txlake.spark.dml import FILE_COLUMN, TaggedScan, local_file_key, quote, spark_file_key
+from txlake.spark.native import native_write_problem, write_native
 from txlake.spark.source import FORMAT, TxlakeDataSource, spark_schema
 from txlake.spark.specs import encode_scan, encode_write
 from txlake.spark.writing import (
     DEFAULT_TARGET_FILE_BYTES,
+    Committer,
     WriteRecord,
     clear_staging,
     load_rejection,
@@ -52,6 +54,7 @@ from txlake.txn.engine import (
     RewriteOutcome,
     ScanSpec,
     SparkReader,
+    SparkWriter,
     TableLocation,
     WriteOutcome,
     WriteSpec,
@@ -59,6 +62,7 @@ from txlake.txn.engine import (
 
 ReaderChoice = SparkReader
 READERS: tuple[SparkReader, ...] = ("auto", "native", "python")
+WRITERS: tuple[SparkWriter, ...] = ("auto", "native", "python")
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 NATIVE_MAX_PARTITION_GROUPS = 64
 """``auto`` reads partitioned local tables natively only up to this many distinct partitions (one scan each)."""
@@ -80,6 +84,11 @@ class SparkEngine:
 
     Registers the ``txlake`` data source on ``spark`` and turns on Spark's Python filter push-down
     (``spark.sql.python.filterPushdown.enabled``) unless the session set it explicitly.
+
+    ``reader``: ``"native"`` reads local tables with Spark's Parquet reader, ``"python"`` with the ``txlake``
+    data source, ``"auto"`` picks native for local tables. ``writer``: ``"native"`` writes with Spark's Parquet
+    writer (local tables; :mod:`txlake.spark.native` lists what it takes, anything else is a ``ValueError``),
+    ``"python"`` through the ``txlake`` data source, ``"auto"`` native whenever it can.
     """
 
     def __init__(
@@ -87,13 +96,17 @@ class SparkEngine:
         spark: SparkSession,
         *,
         reader: ReaderChoice = "auto",
+        writer: SparkWriter = "auto",
         native_max_partition_groups: int = NATIVE_MAX_PARTITION_GROUPS,
         target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     ) -> None:
         if reader not in READERS:
             raise ValueError(f"spark reader must be one of {READERS}, got {reader!r}")
+        if writer not in WRITERS:
+            raise ValueError(f"spark writer must be one of {WRITERS}, got {writer!r}")
         self.spark = spark
         self.reader: ReaderChoice = reader
+        self.writer: SparkWriter = writer
         self.native_max_partition_groups = native_max_partition_groups
         self.target_file_bytes = target_file_bytes
         self.last_write: WriteRecord | None = None
@@ -141,9 +154,9 @@ class SparkEngine:
         if not scan.files:
             df = self.spark.createDataFrame([], schema)
         elif self.uses_native_reader(scan):
-            df = self._read_native(scan, schema)
+            df = self._read_native(scan, schema)  # (Spark's Parquet reader prunes columns itself)
         else:
-            df = self._read_source(scan, schema)
+            df = self._read_source(scan, _needed_columns(schema, scan, where, columns))
         if where is not None:
             df = df.where(where)
         if columns is not None:
@@ -229,6 +242,17 @@ class SparkEngine:
         df = self.conform(target.table, data)
         write_id = new_write_id()
         store = target.table.open_store()
+        if self.writer != "python":
+            root = store.local_path()
+            problem = native_write_problem(root, target, df)
+            if problem is None and root is not None:
+                outcome = write_native(self.spark, root, target, df, write_id)
+                self.last_write = WriteRecord(
+                    target.txid, write_id, target.table.table_name, outcome.adds, outcome.num_rows, Committer.here()
+                )
+                return outcome
+            if self.writer == "native":
+                raise ValueError(f"Spark's Parquet writer cannot write into {target.table.table_name}: {problem}")
         try:
             (
                 df.write.format(FORMAT)
@@ -327,6 +351,21 @@ def _has_variant(dtype: Any) -> bool:
         return any(_has_variant(f.dataType) for f in dtype.fields)
     children = [getattr(dtype, a) for a in ("elementType", "keyType", "valueType") if hasattr(dtype, a)]
     return any(_has_variant(c) for c in children)
+
+
+def _needed_columns(schema: StructType, scan: ScanSpec, where: str | None, columns: Sequence[str] | None) -> StructType:
+    """``schema`` cut to ``columns`` and the columns ``where`` reads, for the data source (which cannot learn
+    from Spark which columns a query needs); the whole schema when ``where`` cannot be bound."""
+    if columns is None:
+        return schema
+    wanted = {c.lower() for c in columns}
+    if where is not None:
+        try:
+            wanted |= {c.lower() for c in parse_predicate(where).bind(normalize_schema(scan.table.schema)).columns}
+        except PredicateError:
+            return schema
+    kept = [f for f in schema.fields if f.name.lower() in wanted]
+    return StructType(kept) if kept else schema
 
 
 def _partition_key(add: Add, partition_columns: Sequence[str]) -> tuple[tuple[str, str | None], ...]:

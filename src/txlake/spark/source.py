@@ -68,11 +68,19 @@ class FilesPartition(InputPartition):
 class TxlakeReader(DataSourceReader):
     """Reads planned data files as Arrow record batches (partition values filled in, missing columns null)."""
 
-    def __init__(self, scan: ScanSpec, policy: PackingPolicy, file_column: str | None = None) -> None:
+    def __init__(
+        self,
+        scan: ScanSpec,
+        policy: PackingPolicy,
+        file_column: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> None:
         self.scan = scan
         self.files: tuple[Add, ...] = scan.files
         self.policy = policy
         self.file_column = file_column
+        self.columns = tuple(columns) if columns is not None else None
+        """The table columns to read (``None``: all of them), from the schema the DataFrame was given."""
 
     def partitions(self) -> Sequence[InputPartition]:
         groups = pack_files(self.files, self.policy)
@@ -88,7 +96,15 @@ class TxlakeReader(DataSourceReader):
         store = table.open_store()
         schema = normalize_schema(table.schema)
         for add in partition.files:
-            data = read_file(store, table.table_path, add, schema, table.partition_columns, table=table.table_name)
+            data = read_file(
+                store,
+                table.table_path,
+                add,
+                schema,
+                table.partition_columns,
+                table=table.table_name,
+                columns=self.columns,
+            )
             if self.file_column is not None:
                 data = data.append_column(self.file_column, pa.array([add.path] * data.num_rows, pa.string()))
             yield from data.to_batches()
@@ -182,9 +198,10 @@ class TxlakeDataSource(DataSource):
             parallelism=int(self._option("parallelism", "1") or 1),
         )
         file_column = self._option("fileColumn")
+        columns = requested_columns(scan.table, schema, file_column)
         if (self._option("pushdown", "false") or "").lower() == "true":
-            return TxlakePushdownReader(scan, policy, file_column)
-        return TxlakeReader(scan, policy, file_column)
+            return TxlakePushdownReader(scan, policy, file_column, columns)
+        return TxlakeReader(scan, policy, file_column, columns)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         encoded, write_id = self._option("write"), self._option("writeId")
@@ -194,6 +211,28 @@ class TxlakeDataSource(DataSource):
             raise ValueError("use tx.overwrite(name, dataframe) instead of mode('overwrite')")
         target = int(self._option("targetFileBytes", str(DEFAULT_TARGET_FILE_BYTES)) or DEFAULT_TARGET_FILE_BYTES)
         return TxlakeArrowWriter(decode_write(encoded), write_id, target)
+
+
+def requested_columns(table: TableLocation, schema: StructType, file_column: str | None) -> list[str] | None:
+    """The table columns a DataFrame given ``schema`` reads (``None``: every column, in table order).
+
+    PySpark does not tell Python data sources which columns a query uses, so a reader given a schema with
+    fewer columns (``.schema(...)``, or ``tx.read(name, columns=[...])``) reads only those from the files.
+    Each must be a table column of the table's type.
+    """
+    fields = {f.name: f for f in spark_schema(table).fields}
+    names = []
+    for field in schema.fields:
+        if field.name == file_column:
+            continue
+        known = fields.get(field.name)
+        if known is None or known.dataType != field.dataType:
+            have = "no such column" if known is None else f"the table has {known.dataType.simpleString()}"
+            raise ValueError(
+                f"schema field {field.name} {field.dataType.simpleString()} does not match {table.table_name}: {have}"
+            )
+        names.append(field.name)
+    return None if names == list(fields) else names
 
 
 def committed_scan(

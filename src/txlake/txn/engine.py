@@ -20,6 +20,7 @@ from txlake.lakehouse.records import TableEntry
 from txlake.storage import ObjectStore
 
 SparkReader = Literal["auto", "native", "python"]
+SparkWriter = Literal["auto", "native", "python"]
 """How a Spark engine reads files: Spark's Parquet reader, the txlake Python data source, or chosen per scan."""
 
 

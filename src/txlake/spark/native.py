@@ -1,0 +1,257 @@
+"""DataFrame writes into local tables with Spark's own Parquet writer (no Python worker touches the rows).
+
+The job writes into a directory of the transaction (``_txlake/txns/<txid>/spark/<write-id>.out``) under Spark's
+usual commit protocol, so a failed job leaves nothing there that counts. After the job the driver reads each
+file's footer (row count, Delta statistics, nulls in non-nullable columns), then moves the files into the table
+as ``[<partition dir>/]part-<txid>-<write-id>-<spark name>`` and returns their add actions for the transaction
+to stage. Nothing is committed to Delta; a crash between the moves leaves files named by the transaction id.
+
+What Spark writes has to be what the table stores, so a write goes this way only when
+:func:`native_write_problem` finds nothing against it (else the ``txlake`` data source writes it):
+
+- the lakehouse is on the local file system (the files are moved by ``rename``);
+- no replace condition (``overwrite(where=...)`` checks every row in the data source's tasks);
+- the DataFrame's nested columns have exactly the table's nested types (top-level columns may widen, e.g.
+  ``int`` into ``long``: Spark casts them), and a non-nullable field below the top level is non-nullable in
+  the DataFrame as well; top-level non-nullable columns are checked from the footers' null counts;
+- partition columns are strings, integers, booleans, dates or decimals (their Delta partition strings are
+  Spark's casts to string).
+
+Timestamps are written as ``TIMESTAMP_MICROS`` (not Spark's default INT96), dates and timestamps in the
+proleptic Gregorian calendar, lists and maps in the standard layout: :data:`PARQUET_CONF` is set for the
+duration of the job and restored afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from txlake.delta.actions import Add
+from txlake.delta.files import HIVE_NULL, encode_path, partition_dir, stats_from_footer
+from txlake.delta.schema import normalize_schema
+from txlake.errors import SchemaMismatchError
+from txlake.spark.dml import quote
+from txlake.spark.source import spark_schema
+from txlake.spark.writing import file_tag, staging_dir
+from txlake.txn.engine import WriteOutcome, WriteSpec
+
+PARQUET_CONF = {
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.parquet.writeLegacyFormat": "false",
+    "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+}
+"""Session settings in force while the job plans its write (what Delta readers expect in the files)."""
+PARTITION_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType, BooleanType, DateType, DecimalType)
+_PARTITION_PREFIX = "__txlake_p"
+
+
+def output_dir(txid: str, write_id: str) -> str:
+    """Where the job writes before the files are moved into the table (relative to the lakehouse root)."""
+    return f"{staging_dir(txid)}/{write_id}.out"
+
+
+def native_write_problem(root: str | None, target: WriteSpec, df: DataFrame) -> str | None:
+    """Why Spark's Parquet writer cannot write ``df`` into ``target`` as the table stores it (``None``: it can).
+
+    ``root``: the lakehouse's local directory (``None`` for object stores). ``df`` has the table's column names.
+    """
+    if root is None:
+        return f"{target.table.store_uri} is not on the local file system"
+    if target.where is not None:
+        return "an overwrite with a condition checks its rows in the txlake data source"
+    table = {f.name: f for f in spark_schema(target.table).fields}
+    parts = set(target.table.partition_columns)
+    if len(parts) == len(table):
+        return "every column is a partition column (Spark writes no file without a data column)"
+    for field in df.schema.fields:
+        want = table[field.name]
+        if field.name in parts:
+            if not isinstance(want.dataType, PARTITION_TYPES):
+                return f"partition column {field.name!r} of type {want.dataType.simpleString()}"
+            continue
+        nested = isinstance(want.dataType, (StructType, ArrayType, MapType))
+        if nested and not _same_nested(field.dataType, want.dataType):
+            have, table_has = field.dataType.simpleString(), want.dataType.simpleString()
+            return f"column {field.name!r} is {have}, the table has {table_has}"
+    return None
+
+
+def _same_nested(src: DataType, dst: DataType) -> bool:
+    """Same types and field names in the same order; every non-nullable part of ``dst`` is non-nullable in ``src``."""
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            s.name == d.name and (d.nullable or not s.nullable) and _same_nested(s.dataType, d.dataType)
+            for s, d in zip(src.fields, dst.fields, strict=True)
+        )
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return (dst.containsNull or not src.containsNull) and _same_nested(src.elementType, dst.elementType)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return (
+            (dst.valueContainsNull or not src.valueContainsNull)
+            and _same_nested(src.keyType, dst.keyType)
+            and _same_nested(src.valueType, dst.valueType)
+        )
+    return src == dst
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A file of the job's output, checked and described, not yet moved."""
+
+    source: str
+    relative: str
+    add: Add
+
+
+def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFrame, write_id: str) -> WriteOutcome:
+    """Write ``df`` (checked by :func:`native_write_problem`) with Spark's Parquet writer; return the adds."""
+    table = target.table
+    columns = spark_schema(table).fields
+    parts = list(table.partition_columns)
+    present = set(df.columns)
+    select: list[Column] = []
+    for field in columns:
+        if field.name in parts:
+            continue
+        col = F.col(quote(field.name)) if field.name in present else F.lit(None)
+        cast = _needs_cast(df, field.name, field.dataType)
+        select.append(col.cast(field.dataType).alias(field.name) if cast else col)
+    keys = []
+    for i, name in enumerate(parts):
+        key = f"{_PARTITION_PREFIX}{i}"
+        value = F.col(quote(name)).cast(StringType()) if name in present else F.lit(None).cast(StringType())
+        select.append(value.alias(key))
+        keys.append(key)
+    out = os.path.join(root, output_dir(target.txid, write_id))
+    try:
+        with _session_conf(spark, PARQUET_CONF):
+            frame = df.select(*select)
+            writer = frame.write.mode("errorifexists")
+            if keys:
+                writer = writer.partitionBy(*keys)
+            writer.parquet(out)
+        written = _describe(out, target, write_id)
+        adds = _move(root, table.table_path, written)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return WriteOutcome(adds=adds, num_rows=sum(int(a.num_records or 0) for a in adds))
+
+
+def _needs_cast(df: DataFrame, name: str, dtype: DataType) -> bool:
+    if name not in df.columns:
+        return True
+    return bool(df.schema[name].dataType != dtype)
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, previous in old.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
+
+
+def _describe(out: str, target: WriteSpec, write_id: str) -> list[_Written]:
+    """Every data file of the job's output with its add action; raises if a non-nullable column has nulls."""
+    table = target.table
+    schema = normalize_schema(table.schema)
+    parts = list(table.partition_columns)
+    data_fields = {f.name: f for f in schema if f.name not in parts}
+    tag = file_tag(target.txid, write_id)
+    found: list[_Written] = []
+    for directory, subdirs, names in os.walk(out):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(("_", ".")) or d.startswith(_PARTITION_PREFIX))
+        for name in sorted(names):
+            if name.startswith(("_", ".")) or not name.endswith(".parquet"):
+                continue  # _SUCCESS, Hadoop's .crc checksums
+            source = os.path.join(directory, name)
+            values = _partition_values(os.path.relpath(directory, out), parts)
+            meta = pq.read_metadata(source)
+            if meta.num_rows == 0:
+                continue  # (Spark writes one empty file for an empty DataFrame)
+            file_schema = pa.schema([data_fields[n] for n in meta.schema.to_arrow_schema().names])
+            stats = stats_from_footer(meta, file_schema)
+            _check_nulls(stats, file_schema, table.table_name)
+            pdir = partition_dir(parts, values)
+            file_name = f"part-{tag}-{name.removeprefix('part-')}"
+            relative = f"{pdir}/{file_name}" if pdir else file_name
+            stat = os.stat(source)
+            add = Add(
+                path=encode_path(relative),
+                partition_values=values,
+                size=stat.st_size,
+                modification_time=int(stat.st_mtime * 1000),
+                data_change=True,
+                stats=stats,
+            )
+            found.append(_Written(source, relative, add))
+    return found
+
+
+def _partition_values(relative_dir: str, parts: list[str]) -> dict[str, str | None]:
+    """Delta partition values from Spark's ``__txlake_p<i>=<escaped value>`` directories."""
+    if not parts:
+        return {}
+    segments = relative_dir.split(os.sep)
+    values: dict[str, str | None] = {}
+    for i, name in enumerate(parts):
+        key, _, raw = segments[i].partition("=")
+        if key != f"{_PARTITION_PREFIX}{i}":
+            raise RuntimeError(f"unexpected directory {relative_dir!r} in Spark's output")
+        text = unquote(raw)
+        values[name] = None if text in (HIVE_NULL, "") else text
+    return values
+
+
+def _check_nulls(stats: str, file_schema: pa.Schema, table: str) -> None:
+    """Top-level non-nullable primitive columns must have a null count of 0 (nested ones are non-nullable in Spark)."""
+    counts = json.loads(stats)["nullCount"]
+    bad = [f.name for f in file_schema if not f.nullable and not pa.types.is_nested(f.type) and counts.get(f.name) != 0]
+    if bad:
+        raise SchemaMismatchError(f"non-nullable columns {bad} have nulls", table=table, columns=bad)
+
+
+def _move(root: str, table_path: str, written: list[_Written]) -> tuple[Add, ...]:
+    """Rename the checked files into the table (the names carry the txid, so a crash here leaves findable files)."""
+    base = os.path.join(root, table_path) if table_path else root
+    made: set[str] = set()
+    for item in written:
+        target = os.path.join(base, *item.relative.split("/"))
+        parent = os.path.dirname(target)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        os.rename(item.source, target)
+    return tuple(w.add for w in written)
