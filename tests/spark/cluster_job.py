@@ -2,9 +2,11 @@
 
 A Python process can hold one SparkContext; the Spark suites already hold a ``local[2]`` one, so the cluster
 driver runs here, in a subprocess started with the same interpreter. It connects txlake to a session on
-``--master spark://...``, runs a multi-table transaction with DataFrame appends and a ``tx.read``, reads the
-result back through the txlake Python data source, and prints one JSON document (the last stdout line) that
-the test asserts on: what the tables hold and which processes ran the tasks.
+``--master spark://...``, runs a multi-table transaction with DataFrame appends (Spark's Parquet writer, the
+default for a local lakehouse) and a ``tx.read``, a second transaction appending through the txlake data source
+writer, reads the results back through the txlake Python data source, and prints one JSON document (the last
+stdout line) that the test asserts on: what the tables hold, who wrote the files and which processes ran the
+tasks.
 
 Where a task ran is found from inside it: the Python worker walks its ancestor processes up to the JVM that
 started it and reads that JVM's command line (an executor is ``CoarseGrainedExecutorBackend --executor-id N``,
@@ -21,13 +23,16 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 import txlake
+from txlake.spark import SparkEngine
 
 EXECUTOR_MAIN = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 DRIVER_MAIN = "org.apache.spark.deploy.SparkSubmit"
@@ -100,6 +105,13 @@ def with_origin(df: DataFrame, prefix: str = "") -> DataFrame:
     return df.withColumn("_origin", origin_udf()).select(*[F.col(c) for c in df.columns], *origin)
 
 
+def spark_written(lake_uri: str, table_path: str, snap: Any, name: str) -> list[bool]:
+    """Per live data file of ``name``: whether Spark's own Parquet writer wrote it (its footer says so)."""
+    root = Path(lake_uri.removeprefix("file://")) / table_path
+    files = snap.delta_snapshot(name).files.values()
+    return [b"org.apache.spark.version" in (pq.read_metadata(root / unquote(a.path)).metadata or {}) for a in files]
+
+
 def _distinct(rows: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
     """The distinct task origins (columns ``prefix`` + :data:`ORIGIN` names) among ``rows``."""
     seen = {tuple(r[prefix + n] for n in ORIGIN.names) for r in rows}
@@ -152,6 +164,24 @@ def run(master: str, lake_uri: str, java_options: str = "") -> dict[str, Any]:
         lap("transaction")
         result = tx.result
         assert result is not None
+        native_engine = lake.engine
+        assert isinstance(native_engine, SparkEngine) and native_engine.last_write is not None
+
+        # the same kind of append through the txlake data source writer (executors write, a worker commits)
+        through_source = txlake.connect(lake_uri, spark=spark, spark_writer="python", create=False)
+        through_source.create_table("shop.orders_ds", spark.createDataFrame([], ORDERS).schema)
+        with through_source.transaction() as tx:
+            ds_appended = tx.append(
+                "shop.orders_ds",
+                with_origin(
+                    spark.range(0, ROWS, numPartitions=PARTITIONS).select(
+                        "id", ((F.col("id") * 7) % 100).alias("amount")
+                    )
+                ),
+            )
+        source_engine = through_source.engine
+        assert isinstance(source_engine, SparkEngine) and source_engine.last_write is not None
+        lap("data_source_write")
 
         # read back through the txlake Python data source, on the cluster; each row also gets the reading task
         reader = txlake.connect(lake_uri, spark=spark, spark_reader="python", create=False)
@@ -160,6 +190,7 @@ def run(master: str, lake_uri: str, java_options: str = "") -> dict[str, Any]:
         plan = orders_back._jdf.queryExecution().executedPlan().toString()
         back = [r.asDict() for r in with_origin(orders_back, prefix="read_").collect()]
         totals_back = sorted(tuple(r) for r in snap.read("shop.totals").collect())
+        ds_back = [r.asDict() for r in snap.read("shop.orders_ds").collect()]
         arrow = reader.read_arrow("shop.orders").to_pylist()
         expected_totals: dict[str, list[int]] = {}
         for row in arrow:
@@ -183,6 +214,16 @@ def run(master: str, lake_uri: str, java_options: str = "") -> dict[str, Any]:
             "expected_amount": sum((i * 7) % 100 for i in range(ROWS)),
             "totals": totals_back,
             "expected_totals": sorted((e, n, a) for e, (n, a) in expected_totals.items()),
+            "spark_written": {
+                "shop.orders": spark_written(lake_uri, snap.entry("shop.orders").path, snap, "shop.orders"),
+                "shop.orders_ds": spark_written(lake_uri, snap.entry("shop.orders_ds").path, snap, "shop.orders_ds"),
+            },
+            "native_committer_pid": native_engine.last_write.committer.pid,
+            "ds_appended": ds_appended,
+            "ds_count": len(ds_back),
+            "ds_amount": sum(r["amount"] for r in ds_back),
+            "ds_committer_pid": source_engine.last_write.committer.pid,
+            "ds_writer_tasks": _distinct(ds_back, ""),
             "writer_tasks": _distinct(back, ""),
             "reader_tasks": _distinct(back, "read_"),
             "seconds": seconds,

@@ -315,10 +315,20 @@ def test_transaction_on_a_standalone_cluster(cluster: StandaloneCluster, tmp_pat
     assert doc["orders_amount"] == doc["expected_amount"]
     # shop.totals: per executor that computed orders, the count and sum tx.read saw inside the transaction
     assert doc["totals"] == doc["expected_totals"]
+    # who wrote the files: Spark's Parquet writer by default (local lakehouse), moved into the table by the
+    # driver; the txlake data source when asked, its job commit in a Python worker, not in the driver program
+    written = doc["spark_written"]
+    assert written["shop.orders"] and all(written["shop.orders"])
+    assert written["shop.orders_ds"] and not any(written["shop.orders_ds"])
+    assert doc["native_committer_pid"] == doc["driver"]["pid"]
+    assert doc["ds_committer_pid"] != doc["driver"]["pid"]
+    assert doc["ds_appended"] == doc["ds_count"] == rows
+    assert doc["ds_amount"] == doc["expected_amount"]
+    assert {t["partition"] for t in doc["ds_writer_tasks"]} == set(range(doc["partitions"]))
 
     # every task, writing or reading, ran in a Python worker under an executor JVM of our worker
     driver = doc["driver"]
-    tasks = doc["writer_tasks"] + doc["reader_tasks"]
+    tasks = doc["writer_tasks"] + doc["ds_writer_tasks"] + doc["reader_tasks"]
     assert {t["partition"] for t in doc["writer_tasks"]} == set(range(doc["partitions"]))
     assert doc["reader_tasks"]
     for task in tasks:

@@ -1,8 +1,11 @@
 """A Spark job that fails mid-write leaves no visible data and no data files of the failed write.
 
-Guarantee tested: after ``tx.append(df)`` raises, no file of that write exists (files of tasks that succeeded
-are deleted by the job's ``abort()``; files of the failed or cancelled tasks, whose commit messages never
-arrive, are deleted by the driver from the task manifests) and nothing was staged. When the transaction then
+Guarantee tested, for both writers (``native``: Spark's Parquet writer; ``python``: the txlake data source):
+after ``tx.append(df)`` raises, no file of that write exists and nothing was staged. The native writer's job
+writes below ``_txlake/txns/<txid>/spark/<write-id>.out`` (Spark's commit protocol aborts it, the driver deletes
+the directory) and moves files into the table only after the job succeeded. With the data source, files of
+tasks that succeeded are deleted by the job's ``abort()``; files of the failed or cancelled tasks, whose commit
+messages never arrive, are deleted by the driver from the task manifests. When the transaction then
 aborts, its other files go too; when it commits, exactly its staged files are published. Files of attempts
 that lose to another attempt of the same task (retries, speculation) are removed the same way after a
 successful job. Not covered: a task still running after the driver cleaned up (a straggler of a cancelled
