@@ -19,7 +19,9 @@ from txlake.delta.files import (
     parse_partition_value,
     partition_dir,
     serialize_partition_value,
+    write_data_files,
 )
+from txlake.errors import SchemaMismatchError
 from txlake.storage import ObjectStore
 
 TRICKY = ["plain", "with space", "a/b", "k=v", "100%", "%2F", "ü-ñ", "q?#&", "", None]
@@ -195,3 +197,13 @@ def test_absolute_add_paths_into_another_store(tmp_path: Path) -> None:
     clone = DeltaTable.create(target, "clone", source.snapshot().schema, partition_by=["p"])
     clone.commit(1, _clone_actions(source, "file://" + encode_path(f"{tmp_path}/source lake/t/")))
     assert by_id(clone.read_arrow()) == by_id(source.read_arrow())
+
+
+def test_empty_string_in_a_non_nullable_partition_column_is_refused(store: ObjectStore) -> None:
+    """Delta stores an empty partition string as null, which a non-nullable column does not allow."""
+    schema = pa.schema([("id", pa.int64()), pa.field("p", pa.string(), nullable=False)])
+    data = pa.table({"id": [1, 2], "p": ["a", ""]}, schema=schema)
+    with pytest.raises(SchemaMismatchError, match="empty strings") as err:
+        write_data_files(store, "t", data, partition_columns=["p"])
+    assert err.value.columns == ("p",)
+    assert list(store.list("t")) == []

@@ -96,6 +96,13 @@ def test_timestamps_have_millisecond_precision_and_max_rounds_up() -> None:
     assert datetime.fromisoformat(s["minValues"]["t"]) <= lo
 
 
+def test_a_max_that_cannot_round_up_is_left_out() -> None:
+    last = datetime(9999, 12, 31, 23, 59, 59, 999999)
+    s = stats(ts=pa.array([datetime(2000, 1, 1), last], pa.timestamp("us")))
+    assert s["minValues"] == {"ts": "2000-01-01T00:00:00.000"}
+    assert s["maxValues"] == {}
+
+
 def test_whole_millisecond_timestamps_are_exact() -> None:
     t = datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
     s = stats(t=pa.array([t], pa.timestamp("us", tz="UTC")))

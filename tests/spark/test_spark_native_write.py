@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 import txlake
 from tests.interop.deltars import rows
@@ -261,7 +262,7 @@ def test_nulls_in_non_nullable_column_leave_nothing(tmp_path: Path, spark: Spark
     lake.create_table("s.t", pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.string())]))
     bad = spark.createDataFrame([(1, "a"), (None, "b"), (3, "c")], "id long, x string").repartition(2)
     tx = lake.transaction()
-    with pytest.raises(SchemaMismatchError, match="non-nullable") as err, tx:
+    with pytest.raises(SchemaMismatchError, match="does not allow") as err, tx:
         tx.append("s.t", bad)
     assert list(err.value.columns) == ["id"]
     assert tx.status == "aborted"
@@ -282,3 +283,93 @@ def test_empty_dataframe_and_staging_cleanup(tmp_path: Path, spark: SparkSession
     assert sorted(lake.read_arrow("s.t").column("id").to_pylist()) == [0, 1, 2, 3, 4]
     commit = json.dumps(sorted(a.path for a in lake.snapshot().delta_snapshot("s.t").files.values()))
     assert tx.txid in commit
+
+
+NULLABILITY = pa.schema(
+    [
+        ("id", pa.int64()),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("st", pa.struct([pa.field("a", pa.int64(), nullable=False), ("b", pa.string())]), nullable=False),
+        ("arr", pa.list_(pa.field("element", pa.int64(), nullable=False))),
+        ("mp", pa.map_(pa.string(), pa.field("value", pa.int64(), nullable=False))),
+        pa.field("p", pa.string(), nullable=False),
+    ]
+)
+NULLABILITY_DDL = "id long, n long, st struct<a:long, b:string>, arr array<long>, mp map<string,long>, p string"
+GOOD = "1L, 1L, named_struct('a', 1L, 'b', CAST(NULL AS STRING)), CAST(NULL AS array<bigint>), map('k', 1L), 'x'"
+
+
+@pytest.mark.parametrize(
+    ("column", "bad_row"),
+    [
+        ("n", "2L, NULL, named_struct('a', 1L, 'b', 'b'), array(1L), map('k', 1L), 'x'"),
+        ("st", "2L, 2L, NULL, array(1L), map('k', 1L), 'x'"),
+        ("st", "2L, 2L, named_struct('a', CAST(NULL AS BIGINT), 'b', 'b'), array(1L), map('k', 1L), 'x'"),
+        ("arr", "2L, 2L, named_struct('a', 1L, 'b', 'b'), array(1L, NULL), map('k', 1L), 'x'"),
+        ("mp", "2L, 2L, named_struct('a', 1L, 'b', 'b'), array(1L), map('k', CAST(NULL AS BIGINT)), 'x'"),
+        ("p", "2L, 2L, named_struct('a', 1L, 'b', 'b'), array(1L), map('k', 1L), NULL"),
+        ("p", "2L, 2L, named_struct('a', 1L, 'b', 'b'), array(1L), map('k', 1L), ''"),
+    ],
+    ids=["column", "struct", "struct-field", "array-element", "map-value", "partition", "partition-empty"],
+)
+def test_the_job_enforces_the_tables_nullability(
+    tmp_path: Path, spark: SparkSession, column: str, bad_row: str
+) -> None:
+    """The DataFrame may hold nulls anywhere (Spark reads everything as nullable); the table decides."""
+    lake = native_lake(tmp_path, spark)
+    lake.create_table("s.t", NULLABILITY, partition_by=["p"])
+    frame = spark.sql(f"SELECT * FROM VALUES ({GOOD}), ({bad_row}) AS t(id, n, st, arr, mp, p)")
+    frame = spark.createDataFrame(frame.rdd, NULLABILITY_DDL)
+    tx = lake.transaction()
+    with pytest.raises(SchemaMismatchError, match="nulls the table does not allow") as err, tx:
+        tx.append("s.t", frame)
+    assert list(err.value.columns) == [column]
+    assert txid_files(lake, "s.t", tx.txid) == []
+    assert staging_objects(lake, tx.txid) == []
+    assert lake.read_arrow("s.t").num_rows == 0
+
+
+def test_nullable_dataframes_without_nulls_are_written_natively(tmp_path: Path, spark: SparkSession) -> None:
+    lake = native_lake(tmp_path, spark)
+    lake.create_table("s.t", NULLABILITY, partition_by=["p"])
+    frame = spark.createDataFrame(spark.sql(f"SELECT {GOOD}").rdd, NULLABILITY_DDL)
+    with lake.transaction() as tx:
+        tx.append("s.t", frame)
+    with lake.transaction() as tx:  # read back by Spark (all nullable), rewritten by Spark's writer
+        tx.update("s.t", set={"n": "n + 1"}, where="id = 1")
+        tx.append("s.t", tx.read("s.t").withColumn("id", F.lit(2)))
+    assert all(SPARK_VERSION_KEY in m for m in footer_metadata(lake, "s.t"))
+    assert sorted((r["id"], r["n"]) for r in lake.read_arrow("s.t").to_pylist()) == [(1, 2), (2, 2)]
+    assert rows(deltars_read(lake.table_location("s.t"))) == rows(lake.read_arrow("s.t"))
+
+
+def test_partition_key_prefix_in_a_column_name(tmp_path: Path, spark: SparkSession) -> None:
+    schema = pa.schema([("id", pa.int64()), ("__txlake_p0", pa.string()), ("p", pa.string())])
+    auto = native_lake(tmp_path, spark, writer="auto")
+    auto.create_table("s.t", schema, partition_by=["p"])
+    df = spark.sql("SELECT 1L AS id, 'zz' AS __txlake_p0, 'pp' AS p")
+    with auto.transaction() as tx:
+        tx.append("s.t", df)
+    assert auto.read_arrow("s.t").to_pylist() == [{"id": 1, "__txlake_p0": "zz", "p": "pp"}]
+    strict = txlake.connect(auto.uri, spark=spark, spark_writer="native", create=False)
+    with strict.transaction() as tx, pytest.raises(ValueError, match="prefix"):
+        tx.append("s.t", df)
+
+
+def test_files_without_column_statistics(tmp_path: Path, spark: SparkSession) -> None:
+    """A session that turned Parquet statistics off: files get row counts only, nothing is refused."""
+    lake = native_lake(tmp_path, spark)
+    lake.create_table("s.t", pa.schema([pa.field("id", pa.int64(), nullable=False)]))
+    spark.conf.set("parquet.column.statistics.enabled", "false")
+    try:
+        with lake.transaction() as tx:
+            assert tx.append("s.t", spark.range(5)) == 5
+    finally:
+        spark.conf.unset("parquet.column.statistics.enabled")
+    adds = list(lake.snapshot().delta_snapshot("s.t").files.values())
+    assert sum(a.num_records or 0 for a in adds) == 5
+    assert all(
+        a.parsed_stats() == {"numRecords": a.num_records, "minValues": {}, "maxValues": {}, "nullCount": {}}
+        for a in adds
+    )
+    assert lake.snapshot().read("s.t", where="id = 3").count() == 1

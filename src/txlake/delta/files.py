@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
-from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError
+from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError, SchemaMismatchError
 from txlake.storage import ObjectStore
 
 STRING_STATS_PREFIX = 32
@@ -46,7 +46,10 @@ def _stat_value(value: Any, dtype: pa.DataType, *, is_max: bool) -> Any:
     if value is None:
         return None
     if pa.types.is_timestamp(dtype):
-        return _ts_to_json(value, utc=dtype.tz is not None, round_up=is_max)
+        try:
+            return _ts_to_json(value, utc=dtype.tz is not None, round_up=is_max)
+        except OverflowError:  # rounding 9999-12-31 23:59:59.999xxx up: no millisecond upper bound exists
+            return None
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, Decimal):
@@ -286,7 +289,14 @@ def split_by_partition(
             cond = pc.fill_null(cond, False)
             mask = cond if mask is None else pc.and_(mask, cond)
         part = data.filter(mask).drop_columns(list(partition_columns))
-        out.append(({c: serialize_partition_value(row[c]) for c in partition_columns}, part))
+        values = {c: serialize_partition_value(row[c]) for c in partition_columns}
+        empty = [c for c in partition_columns if values[c] is None and not data.schema.field(c).nullable]
+        if empty:  # an empty string: Delta stores it as null, which the column does not allow
+            raise SchemaMismatchError(
+                f"non-nullable partition columns {empty} hold empty strings (stored as null in Delta)",
+                columns=empty,
+            )
+        out.append((values, part))
     return out
 
 

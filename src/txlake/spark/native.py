@@ -2,20 +2,24 @@
 
 The job writes into a directory of the transaction (``_txlake/txns/<txid>/spark/<write-id>.out``) under Spark's
 usual commit protocol, so a failed job leaves nothing there that counts. After the job the driver reads each
-file's footer (row count, Delta statistics, nulls in non-nullable columns), then moves the files into the table
-as ``[<partition dir>/]part-<txid>-<write-id>-<spark name>`` and returns their add actions for the transaction
+file's footer (row count and Delta statistics), then moves the files into the table as
+``[<partition dir>/]part-<txid>-<write-id>-<spark name>`` and returns their add actions for the transaction
 to stage. Nothing is committed to Delta; a crash between the moves leaves files named by the transaction id.
+
+The table's nullability is enforced inside the job: where the DataFrame may hold a null the table forbids (a
+non-nullable column, partition column, struct field, array element or map value), a row holding one makes its
+task fail with a marker naming the check, and the write raises :class:`~txlake.errors.SchemaMismatchError`.
 
 What Spark writes has to be what the table stores, so a write goes this way only when
 :func:`native_write_problem` finds nothing against it (else the ``txlake`` data source writes it):
 
 - the lakehouse is on the local file system (the files are moved by ``rename``);
 - no replace condition (``overwrite(where=...)`` checks every row in the data source's tasks);
-- the DataFrame's nested columns have exactly the table's nested types (top-level columns may widen, e.g.
-  ``int`` into ``long``: Spark casts them), and a non-nullable field below the top level is non-nullable in
-  the DataFrame as well; top-level non-nullable columns are checked from the footers' null counts;
+- the DataFrame's nested columns have the table's nested types, field names and order (nullability aside);
+  top-level columns may be narrower (e.g. ``int`` into ``long``: Spark casts them);
 - partition columns are strings, integers, booleans, dates or decimals (their Delta partition strings are
-  Spark's casts to string).
+  Spark's casts of the table-typed value to string), and no column name starts with the writer's
+  partition-key prefix ``__txlake_p``.
 
 Timestamps are written as ``TIMESTAMP_MICROS`` (not Spark's default INT96), dates and timestamps in the
 proleptic Gregorian calendar, lists and maps in the standard layout: :data:`PARQUET_CONF` is set for the
@@ -24,12 +28,14 @@ duration of the job and restored afterwards.
 
 from __future__ import annotations
 
-import json
+import operator
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import reduce
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -68,6 +74,7 @@ PARQUET_CONF = {
 """Session settings in force while the job plans its write (what Delta readers expect in the files)."""
 PARTITION_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType, BooleanType, DateType, DecimalType)
 _PARTITION_PREFIX = "__txlake_p"
+_NULL_MARKER = "TXLAKE_NULLABILITY_CHECK_"
 
 
 def output_dir(txid: str, write_id: str) -> str:
@@ -88,6 +95,9 @@ def native_write_problem(root: str | None, target: WriteSpec, df: DataFrame) -> 
     parts = set(target.table.partition_columns)
     if len(parts) == len(table):
         return "every column is a partition column (Spark writes no file without a data column)"
+    reserved = [n for n in table if n.lower().startswith(_PARTITION_PREFIX)]
+    if parts and reserved:
+        return f"column {reserved[0]!r} uses the prefix of the writer's partition keys"
     for field in df.schema.fields:
         want = table[field.name]
         if field.name in parts:
@@ -102,21 +112,85 @@ def native_write_problem(root: str | None, target: WriteSpec, df: DataFrame) -> 
 
 
 def _same_nested(src: DataType, dst: DataType) -> bool:
-    """Same types and field names in the same order; every non-nullable part of ``dst`` is non-nullable in ``src``."""
+    """Same types and field names in the same order, nullability aside (checked row by row in the job)."""
     if isinstance(src, StructType) and isinstance(dst, StructType):
         return len(src.fields) == len(dst.fields) and all(
-            s.name == d.name and (d.nullable or not s.nullable) and _same_nested(s.dataType, d.dataType)
+            s.name == d.name and _same_nested(s.dataType, d.dataType)
             for s, d in zip(src.fields, dst.fields, strict=True)
         )
     if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return (dst.containsNull or not src.containsNull) and _same_nested(src.elementType, dst.elementType)
+        return _same_nested(src.elementType, dst.elementType)
     if isinstance(src, MapType) and isinstance(dst, MapType):
-        return (
-            (dst.valueContainsNull or not src.valueContainsNull)
-            and _same_nested(src.keyType, dst.keyType)
-            and _same_nested(src.valueType, dst.valueType)
-        )
+        return _same_nested(src.keyType, dst.keyType) and _same_nested(src.valueType, dst.valueType)
     return src == dst
+
+
+def _nested_violation(value: Column, src: DataType, dst: DataType) -> Column | None:
+    """True where a non-null ``value`` holds a null that ``dst`` forbids and ``src`` allows (``None``: cannot)."""
+    conditions: list[Column] = []
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        for s, d in zip(src.fields, dst.fields, strict=True):
+            child = value.getField(s.name)
+            if s.nullable and not d.nullable:
+                conditions.append(child.isNull())
+            inner = _nested_violation(child, s.dataType, d.dataType)
+            if inner is not None:
+                conditions.append(F.coalesce(inner, F.lit(False)))
+        if not conditions:
+            return None
+        return value.isNotNull() & reduce(operator.or_, conditions)
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return _elements_violation(value, src.elementType, dst.elementType, src.containsNull and not dst.containsNull)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        nulls = src.valueContainsNull and not dst.valueContainsNull
+        return _elements_violation(F.map_values(value), src.valueType, dst.valueType, nulls)
+    return None
+
+
+def _elements_violation(values: Column, src: DataType, dst: DataType, forbid_nulls: bool) -> Column | None:
+    probe = _nested_violation(F.lit(None).cast(src), src, dst)  # (only to learn whether a check is needed)
+    if not forbid_nulls and probe is None:
+        return None
+
+    def bad(element: Column) -> Column:
+        inner = _nested_violation(element, src, dst)
+        checks = [element.isNull()] if forbid_nulls else []
+        if inner is not None:
+            checks.append(F.coalesce(inner, F.lit(False)))
+        return reduce(operator.or_, checks)
+
+    return F.coalesce(F.exists(values, bad), F.lit(False))
+
+
+def _null_checks(df: DataFrame, target: WriteSpec) -> list[tuple[str, Column]]:
+    """Per column that may break the table's nullability, the condition of a row that breaks it.
+
+    Top-level columns the table declares non-nullable and the DataFrame does not (partition columns included;
+    an empty string partition value is null in Delta), and nulls inside nested values where the table's type
+    forbids them. Spark's non-nullable columns are trusted, as Spark itself does.
+    """
+    table = {f.name: f for f in spark_schema(target.table).fields}
+    parts = set(target.table.partition_columns)
+    checks = []
+    for field in df.schema.fields:
+        want = table[field.name]
+        col = F.col(quote(field.name))
+        conditions = []
+        if not want.nullable and field.nullable:
+            conditions.append(col.isNull())
+        if not want.nullable and field.name in parts and isinstance(field.dataType, StringType):
+            conditions.append(col == F.lit(""))
+        nested = _nested_violation(col, field.dataType, want.dataType)
+        if nested is not None:
+            conditions.append(F.coalesce(nested, F.lit(False)))
+        if conditions:
+            checks.append((field.name, reduce(operator.or_, conditions)))
+    missing = [n for n, f in table.items() if not f.nullable and n not in set(df.columns)]
+    if missing:  # (conform refuses these before any job; kept as a guard)
+        raise SchemaMismatchError(
+            f"non-nullable columns {missing} are missing", table=target.table.table_name, columns=missing
+        )
+    return checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,19 +207,28 @@ def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFram
     table = target.table
     columns = spark_schema(table).fields
     parts = list(table.partition_columns)
-    present = set(df.columns)
+    present = {f.name: f.dataType for f in df.schema.fields}
+    checks = _null_checks(df, target)
+    names: list[str] = []
     select: list[Column] = []
     for field in columns:
         if field.name in parts:
             continue
         col = F.col(quote(field.name)) if field.name in present else F.lit(None)
-        cast = _needs_cast(df, field.name, field.dataType)
-        select.append(col.cast(field.dataType).alias(field.name) if cast else col)
+        cast = field.name not in present or not _same_nested(present[field.name], field.dataType)
+        names.append(field.name)
+        select.append(col.cast(field.dataType) if cast else col)
+    if checks:
+        # a row that breaks the table's nullability fails its task with a message naming the check
+        failed = F.coalesce(*[F.when(bad, F.lit(f"{_NULL_MARKER}{i}:")) for i, (_, bad) in enumerate(checks)])
+        select[0] = F.when(failed.isNotNull(), F.raise_error(failed)).otherwise(select[0])
+    select = [col.alias(name) for col, name in zip(select, names, strict=True)]
     keys = []
-    for i, name in enumerate(parts):
+    by_name = {f.name: f for f in columns}
+    for i, field in enumerate(by_name[n] for n in parts):
         key = f"{_PARTITION_PREFIX}{i}"
-        value = F.col(quote(name)).cast(StringType()) if name in present else F.lit(None).cast(StringType())
-        select.append(value.alias(key))
+        value = F.col(quote(field.name)) if field.name in present else F.lit(None)
+        select.append(value.cast(field.dataType).cast(StringType()).alias(key))  # Delta's partition string
         keys.append(key)
     out = os.path.join(root, output_dir(target.txid, write_id))
     try:
@@ -154,7 +237,15 @@ def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFram
             writer = frame.write.mode("errorifexists")
             if keys:
                 writer = writer.partitionBy(*keys)
-            writer.parquet(out)
+            try:
+                writer.parquet(out)
+            except Exception as exc:
+                broken = _broken_column(exc, checks)
+                if broken is None:
+                    raise
+                raise SchemaMismatchError(
+                    f"column {broken!r} holds nulls the table does not allow", table=table.table_name, columns=[broken]
+                ) from exc
         written = _describe(out, target, write_id)
         adds = _move(root, table.table_path, written)
     finally:
@@ -162,10 +253,12 @@ def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFram
     return WriteOutcome(adds=adds, num_rows=sum(int(a.num_records or 0) for a in adds))
 
 
-def _needs_cast(df: DataFrame, name: str, dtype: DataType) -> bool:
-    if name not in df.columns:
-        return True
-    return bool(df.schema[name].dataType != dtype)
+def _broken_column(exc: BaseException, checks: list[tuple[str, Column]]) -> str | None:
+    """The column whose nullability check failed the job, from the marker the failing task raised."""
+    match = re.search(re.escape(_NULL_MARKER) + r"(\d+):", str(exc))
+    if match is None or int(match.group(1)) >= len(checks):
+        return None
+    return checks[int(match.group(1))][0]
 
 
 @contextmanager
@@ -203,7 +296,6 @@ def _describe(out: str, target: WriteSpec, write_id: str) -> list[_Written]:
                 continue  # (Spark writes one empty file for an empty DataFrame)
             file_schema = pa.schema([data_fields[n] for n in meta.schema.to_arrow_schema().names])
             stats = stats_from_footer(meta, file_schema)
-            _check_nulls(stats, file_schema, table.table_name)
             pdir = partition_dir(parts, values)
             file_name = f"part-{tag}-{name.removeprefix('part-')}"
             relative = f"{pdir}/{file_name}" if pdir else file_name
@@ -233,14 +325,6 @@ def _partition_values(relative_dir: str, parts: list[str]) -> dict[str, str | No
         text = unquote(raw)
         values[name] = None if text in (HIVE_NULL, "") else text
     return values
-
-
-def _check_nulls(stats: str, file_schema: pa.Schema, table: str) -> None:
-    """Top-level non-nullable primitive columns must have a null count of 0 (nested ones are non-nullable in Spark)."""
-    counts = json.loads(stats)["nullCount"]
-    bad = [f.name for f in file_schema if not f.nullable and not pa.types.is_nested(f.type) and counts.get(f.name) != 0]
-    if bad:
-        raise SchemaMismatchError(f"non-nullable columns {bad} have nulls", table=table, columns=bad)
 
 
 def _move(root: str, table_path: str, written: list[_Written]) -> tuple[Add, ...]:
