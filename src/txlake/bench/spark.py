@@ -331,7 +331,12 @@ def load_discarded(spark: SparkSession, sources: Mapping[str, Path]) -> dict[str
 
 
 def warm_up_load(spark: SparkSession, sources: Mapping[str, Path], work: Path) -> None:
-    """Untimed: one tiny write per side first, so that no sample pays for starting Python workers or a cold JIT."""
+    """Untimed: one tiny write per side first, so that no sample pays for starting Python workers or a cold JIT,
+    and every source file read once, so that the first sample does not read them from disk for the others."""
+    for path in sources.values():
+        with path.open("rb") as f:
+            while f.read(1 << 24):
+                pass
     tiny = {"orders": work / "warmup-source"}
     spark.read.parquet(str(sources["orders"])).limit(WARMUP_ROWS).write.parquet(str(tiny["orders"]))
     lake = txlake.connect((work / "warmup-lake").as_uri(), spark=spark)

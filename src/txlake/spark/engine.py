@@ -208,6 +208,9 @@ class SparkEngine:
         for key, urls in groups.items():
             values = dict(key)
             files = self.spark.read.schema(data_schema).parquet(*urls)
+            if not parts and file_column is None:
+                frames.append(files)  # already the table's columns in the table's order
+                continue
             columns = [
                 _partition_literal(values.get(f.name), arrow.field(f.name).type, f).alias(f.name)
                 if f.name in parts

@@ -125,10 +125,26 @@ def _same_nested(src: DataType, dst: DataType) -> bool:
     return src == dst
 
 
-def _nested_violation(value: Column, src: DataType, dst: DataType) -> Column | None:
-    """True where a non-null ``value`` holds a null that ``dst`` forbids and ``src`` allows (``None``: cannot)."""
-    conditions: list[Column] = []
+def _loosens(src: DataType, dst: DataType) -> bool:
+    """Whether values of ``src`` may hold a null below the top level where ``dst`` forbids one."""
     if isinstance(src, StructType) and isinstance(dst, StructType):
+        return any(
+            (s.nullable and not d.nullable) or _loosens(s.dataType, d.dataType)
+            for s, d in zip(src.fields, dst.fields, strict=True)
+        )
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return (src.containsNull and not dst.containsNull) or _loosens(src.elementType, dst.elementType)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return (src.valueContainsNull and not dst.valueContainsNull) or _loosens(src.valueType, dst.valueType)
+    return False
+
+
+def _nested_violation(value: Column, src: DataType, dst: DataType) -> Column | None:
+    """True where a non-null ``value`` holds a null below the top level that ``dst`` forbids (``None``: it cannot)."""
+    if not _loosens(src, dst):
+        return None
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        conditions: list[Column] = []
         for s, d in zip(src.fields, dst.fields, strict=True):
             child = value.getField(s.name)
             if s.nullable and not d.nullable:
@@ -136,25 +152,20 @@ def _nested_violation(value: Column, src: DataType, dst: DataType) -> Column | N
             inner = _nested_violation(child, s.dataType, d.dataType)
             if inner is not None:
                 conditions.append(F.coalesce(inner, F.lit(False)))
-        if not conditions:
-            return None
         return value.isNotNull() & reduce(operator.or_, conditions)
     if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
-        return _elements_violation(value, src.elementType, dst.elementType, src.containsNull and not dst.containsNull)
-    if isinstance(src, MapType) and isinstance(dst, MapType):
-        nulls = src.valueContainsNull and not dst.valueContainsNull
-        return _elements_violation(F.map_values(value), src.valueType, dst.valueType, nulls)
-    return None
+        return _any_element(value, src.elementType, dst.elementType, src.containsNull and not dst.containsNull)
+    assert isinstance(src, MapType) and isinstance(dst, MapType)
+    nulls = src.valueContainsNull and not dst.valueContainsNull
+    return _any_element(F.map_values(value), src.valueType, dst.valueType, nulls)
 
 
-def _elements_violation(values: Column, src: DataType, dst: DataType, forbid_nulls: bool) -> Column | None:
-    probe = _nested_violation(F.lit(None).cast(src), src, dst)  # (only to learn whether a check is needed)
-    if not forbid_nulls and probe is None:
-        return None
+def _any_element(values: Column, src: DataType, dst: DataType, forbid_nulls: bool) -> Column:
+    """True where an element of the array ``values`` is null (if ``forbid_nulls``) or breaks ``dst`` below."""
 
     def bad(element: Column) -> Column:
-        inner = _nested_violation(element, src, dst)
         checks = [element.isNull()] if forbid_nulls else []
+        inner = _nested_violation(element, src, dst)
         if inner is not None:
             checks.append(F.coalesce(inner, F.lit(False)))
         return reduce(operator.or_, checks)
