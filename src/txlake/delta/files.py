@@ -6,7 +6,7 @@ import io
 import json
 import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -82,21 +82,13 @@ def _has_minmax(dtype: pa.DataType) -> bool:
 def _column_stats(col: pa.ChunkedArray | pa.Array, dtype: pa.DataType) -> tuple[Any, Any, Any]:
     """(min, max, nullCount) for one column; nested structs recurse into dicts."""
     if pa.types.is_struct(dtype):
-        mins: dict[str, Any] = {}
-        maxs: dict[str, Any] = {}
-        nulls: dict[str, Any] = {}
         chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
         flat = [c.flatten() for c in chunks]  # children with the parent's nulls applied
-        for i in range(dtype.num_fields):
-            child = dtype.field(i)
-            parts = [f[i] for f in flat]
-            sub = pa.chunked_array(parts, type=child.type)
-            lo, hi, nc = _column_stats(sub, child.type)
-            if lo is not None:
-                mins[child.name] = lo
-            if hi is not None:
-                maxs[child.name] = hi
-            nulls[child.name] = nc
+        children = [dtype.field(i) for i in range(dtype.num_fields)]
+        mins, maxs, nulls = _gather(
+            (child.name, _column_stats(pa.chunked_array([f[i] for f in flat], type=child.type), child.type))
+            for i, child in enumerate(children)
+        )
         return (mins or None), (maxs or None), nulls
     null_count = col.null_count
     if not _has_minmax(dtype) or len(col) == null_count:
@@ -109,20 +101,32 @@ def _column_stats(col: pa.ChunkedArray | pa.Array, dtype: pa.DataType) -> tuple[
     return lo, hi, null_count
 
 
-def compute_stats(data: pa.Table) -> str:
-    """Delta ``stats`` JSON for ``data``: numRecords, minValues, maxValues, nullCount."""
+def _gather(
+    columns: Iterable[tuple[str, tuple[Any, Any, Any]]],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Per-column (min, max, nullCount) as Delta's three maps; unknown values (``None``) are left out."""
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    for field in data.schema:
-        lo, hi, nc = _column_stats(data.column(field.name), field.type)
+    for name, (lo, hi, nc) in columns:
         if lo is not None:
-            mins[field.name] = lo
+            mins[name] = lo
         if hi is not None:
-            maxs[field.name] = hi
-        nulls[field.name] = nc
-    doc = {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+            maxs[name] = hi
+        if nc is not None:
+            nulls[name] = nc
+    return mins, maxs, nulls
+
+
+def _stats_json(num_records: int, columns: Iterable[tuple[str, tuple[Any, Any, Any]]]) -> str:
+    mins, maxs, nulls = _gather(columns)
+    doc = {"numRecords": num_records, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
     return json.dumps(doc, separators=(",", ":"))
+
+
+def compute_stats(data: pa.Table) -> str:
+    """Delta ``stats`` JSON for ``data``: numRecords, minValues, maxValues, nullCount."""
+    return _stats_json(data.num_rows, ((f.name, _column_stats(data.column(f.name), f.type)) for f in data.schema))
 
 
 def _leaf_count(dtype: pa.DataType) -> int:
@@ -171,28 +175,19 @@ def _footer_leaf_stats(meta: pq.FileMetaData, leaf: int, dtype: pa.DataType) -> 
 def _footer_field_stats(meta: pq.FileMetaData, leaf: int, dtype: pa.DataType) -> tuple[Any, Any, Any]:
     if not pa.types.is_struct(dtype):
         return _footer_leaf_stats(meta, leaf, dtype)
-    mins, maxs, nulls = _footer_fields_stats(meta, leaf, [dtype.field(i) for i in range(dtype.num_fields)])
+    mins, maxs, nulls = _gather(_footer_fields_stats(meta, leaf, [dtype.field(i) for i in range(dtype.num_fields)]))
     return (mins or None), (maxs or None), (nulls or None)
 
 
 def _footer_fields_stats(
     meta: pq.FileMetaData, leaf: int, fields: Iterable[pa.Field]
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Min, max and null count per field of ``fields``, whose leaves start at leaf ``leaf``."""
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    nulls: dict[str, Any] = {}
+) -> Iterator[tuple[str, tuple[Any, Any, Any]]]:
+    """(name, (min, max, nullCount)) per field of ``fields`` (whose leaves start at ``leaf``), lists and maps
+    left out."""
     for field in fields:
         if not (pa.types.is_list(field.type) or pa.types.is_large_list(field.type) or pa.types.is_map(field.type)):
-            lo, hi, nc = _footer_field_stats(meta, leaf, field.type)
-            if lo is not None:
-                mins[field.name] = lo
-            if hi is not None:
-                maxs[field.name] = hi
-            if nc is not None:
-                nulls[field.name] = nc
+            yield field.name, _footer_field_stats(meta, leaf, field.type)
         leaf += _leaf_count(field.type)
-    return mins, maxs, nulls
 
 
 def stats_from_footer(meta: pq.FileMetaData, schema: pa.Schema) -> str:
@@ -204,9 +199,7 @@ def stats_from_footer(meta: pq.FileMetaData, schema: pa.Schema) -> str:
     Null counts of leaves inside structs include the rows where the struct itself is null, as in
     :func:`compute_stats`. List and map columns get no statistics.
     """
-    mins, maxs, nulls = _footer_fields_stats(meta, 0, schema)
-    doc = {"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
-    return json.dumps(doc, separators=(",", ":"))
+    return _stats_json(meta.num_rows, _footer_fields_stats(meta, 0, schema))
 
 
 # ------------------------------------------------------------------------------------------- partitions

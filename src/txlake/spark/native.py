@@ -54,6 +54,7 @@ from pyspark.sql.types import (
     MapType,
     ShortType,
     StringType,
+    StructField,
     StructType,
 )
 
@@ -173,14 +174,14 @@ def _any_element(values: Column, src: DataType, dst: DataType, forbid_nulls: boo
     return F.coalesce(F.exists(values, bad), F.lit(False))
 
 
-def _null_checks(df: DataFrame, target: WriteSpec) -> list[tuple[str, Column]]:
+def _null_checks(df: DataFrame, target: WriteSpec, table: dict[str, StructField]) -> list[tuple[str, Column]]:
     """Per column that may break the table's nullability, the condition of a row that breaks it.
 
     Top-level columns the table declares non-nullable and the DataFrame does not (partition columns included;
     an empty string partition value is null in Delta), and nulls inside nested values where the table's type
-    forbids them. Spark's non-nullable columns are trusted, as Spark itself does.
+    forbids them. Spark's non-nullable columns are trusted, as Spark itself does. ``table``: the table's
+    Spark fields by name.
     """
-    table = {f.name: f for f in spark_schema(target.table).fields}
     parts = set(target.table.partition_columns)
     checks = []
     for field in df.schema.fields:
@@ -216,13 +217,13 @@ class _Written:
 def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFrame, write_id: str) -> WriteOutcome:
     """Write ``df`` (checked by :func:`native_write_problem`) with Spark's Parquet writer; return the adds."""
     table = target.table
-    columns = spark_schema(table).fields
+    fields = {f.name: f for f in spark_schema(table).fields}
     parts = list(table.partition_columns)
     present = {f.name: f.dataType for f in df.schema.fields}
-    checks = _null_checks(df, target)
+    checks = _null_checks(df, target, fields)
     names: list[str] = []
     select: list[Column] = []
-    for field in columns:
+    for field in fields.values():
         if field.name in parts:
             continue
         col = F.col(quote(field.name)) if field.name in present else F.lit(None)
@@ -235,8 +236,7 @@ def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFram
         select[0] = F.when(failed.isNotNull(), F.raise_error(failed)).otherwise(select[0])
     select = [col.alias(name) for col, name in zip(select, names, strict=True)]
     keys = []
-    by_name = {f.name: f for f in columns}
-    for i, field in enumerate(by_name[n] for n in parts):
+    for i, field in enumerate(fields[n] for n in parts):
         key = f"{_PARTITION_PREFIX}{i}"
         value = F.col(quote(field.name)) if field.name in present else F.lit(None)
         select.append(value.cast(field.dataType).cast(StringType()).alias(key))  # Delta's partition string
