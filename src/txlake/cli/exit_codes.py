@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
@@ -87,24 +88,60 @@ class LakehouseExistsError(CliError):
     exit_code = ExitCode.CONFLICT
 
 
+_RERUN = "rerun with --debug for details"
+_NEW_NAME = "choose another name or drop the existing object first"
+
+
+def _feature_hint(exc: BaseException) -> str:
+    feature = exc.feature if isinstance(exc, UnsupportedFeatureError) else None
+    return f"the table needs Delta feature {feature!r}; read it with an engine that supports it"
+
+
 # Most specific first: DataFileNotFoundError is also a FileNotFoundError, ObjectNotFoundError a StorageError.
-_CLASSES: tuple[tuple[type[BaseException], ExitCode], ...] = (
-    (DataFileNotFoundError, ExitCode.CORRUPT),
-    (CorruptLogError, ExitCode.CORRUPT),
-    (TableNotFoundError, ExitCode.NOT_FOUND),
-    (VersionNotFoundError, ExitCode.NOT_FOUND),
-    (ObjectNotFoundError, ExitCode.NOT_FOUND),
-    (ConflictError, ExitCode.CONFLICT),
-    (TableAlreadyExistsError, ExitCode.CONFLICT),
-    (ObjectAlreadyExistsError, ExitCode.CONFLICT),
-    (UnsupportedFeatureError, ExitCode.UNSUPPORTED),
-    (StorageError, ExitCode.STORAGE),
-    (PredicateError, ExitCode.INVALID),
-    (SchemaMismatchError, ExitCode.INVALID),
-    (MergeCardinalityError, ExitCode.INVALID),
-    (TxlakeError, ExitCode.ERROR),
-    (KeyboardInterrupt, ExitCode.INTERRUPTED),
+# Each class: its exit code and the hint shown under the error (a function of the exception where it varies).
+_CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseException], str] | None], ...] = (
+    (
+        DataFileNotFoundError,
+        ExitCode.CORRUPT,
+        "a data file was deleted outside txlake; run `txlake doctor` to list every missing file",
+    ),
+    (CorruptLogError, ExitCode.CORRUPT, "run `txlake doctor` to locate the damaged log entry"),
+    (TableNotFoundError, ExitCode.NOT_FOUND, "list the tables with `txlake tables` (names are namespace.table)"),
+    (
+        VersionNotFoundError,
+        ExitCode.NOT_FOUND,
+        "list the lakehouse versions with `txlake log`, a table's Delta versions with `txlake history TABLE`",
+    ),
+    (
+        ObjectNotFoundError,
+        ExitCode.NOT_FOUND,
+        "check the lakehouse URI; `txlake doctor` checks every object the log refers to",
+    ),
+    (ConflictError, ExitCode.CONFLICT, "a concurrent transaction won; run the command again"),
+    (TableAlreadyExistsError, ExitCode.CONFLICT, _NEW_NAME),
+    (ObjectAlreadyExistsError, ExitCode.CONFLICT, _NEW_NAME),
+    (UnsupportedFeatureError, ExitCode.UNSUPPORTED, _feature_hint),
+    (
+        TransientStorageError,
+        ExitCode.STORAGE,
+        "the object store could not be reached or kept failing; check the endpoint, network and credentials",
+    ),
+    (
+        StorageError,
+        ExitCode.STORAGE,
+        "check the URI and the credentials (--storage-option KEY=VALUE or AWS_* environment variables)",
+    ),
+    (
+        PredicateError,
+        ExitCode.INVALID,
+        "check the --where expression; `txlake describe TABLE` lists the columns and types",
+    ),
+    (SchemaMismatchError, ExitCode.INVALID, "`txlake describe TABLE` lists the columns and types"),
+    (MergeCardinalityError, ExitCode.INVALID, _RERUN),
+    (TxlakeError, ExitCode.ERROR, _RERUN),
+    (KeyboardInterrupt, ExitCode.INTERRUPTED, None),
 )
+_BUG_HINT = "this is a bug in txlake: rerun with --debug and report the stack trace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +157,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     """The exit code of ``exc`` (:attr:`ExitCode.INTERNAL` for exceptions txlake does not raise on purpose)."""
     if isinstance(exc, CliError):
         return exc.exit_code
-    for cls, code in _CLASSES:
+    for cls, code, _ in _CLASSES:
         if isinstance(exc, cls):
             return code
     return ExitCode.INTERNAL
@@ -129,35 +166,10 @@ def exit_code_for(exc: BaseException) -> ExitCode:
 def _hint(exc: BaseException) -> str | None:
     if isinstance(exc, CliError):
         return exc.hint
-    if isinstance(exc, DataFileNotFoundError):
-        return "a data file was deleted outside txlake; run `txlake doctor` to list every missing file"
-    if isinstance(exc, CorruptLogError):
-        return "run `txlake doctor` to locate the damaged log entry"
-    if isinstance(exc, TableNotFoundError):
-        return "list the tables with `txlake tables` (names are namespace.table)"
-    if isinstance(exc, VersionNotFoundError):
-        return "list the lakehouse versions with `txlake log`, a table's Delta versions with `txlake history TABLE`"
-    if isinstance(exc, ObjectNotFoundError):
-        return "check the lakehouse URI; `txlake doctor` checks every object the log refers to"
-    if isinstance(exc, ConflictError):
-        return "a concurrent transaction won; run the command again"
-    if isinstance(exc, (TableAlreadyExistsError, ObjectAlreadyExistsError)):
-        return "choose another name or drop the existing object first"
-    if isinstance(exc, UnsupportedFeatureError):
-        return f"the table needs Delta feature {exc.feature!r}; read it with an engine that supports it"
-    if isinstance(exc, TransientStorageError):
-        return "the object store could not be reached or kept failing; check the endpoint, network and credentials"
-    if isinstance(exc, StorageError):
-        return "check the URI and the credentials (--storage-option KEY=VALUE or AWS_* environment variables)"
-    if isinstance(exc, PredicateError):
-        return "check the --where expression; `txlake describe TABLE` lists the columns and types"
-    if isinstance(exc, SchemaMismatchError):
-        return "`txlake describe TABLE` lists the columns and types"
-    if isinstance(exc, KeyboardInterrupt):
-        return None
-    if isinstance(exc, TxlakeError):
-        return "rerun with --debug for details"
-    return "this is a bug in txlake: rerun with --debug and report the stack trace"
+    for cls, _, hint in _CLASSES:
+        if isinstance(exc, cls):
+            return hint(exc) if callable(hint) else hint
+    return _BUG_HINT
 
 
 def describe_failure(exc: BaseException) -> Failure:
