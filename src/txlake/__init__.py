@@ -5,6 +5,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from txlake.errors import (
+    CatalogChangedError,
+    CommitStateUnknownError,
     ConcurrentAppendError,
     ConcurrentDeleteDeleteError,
     ConcurrentDeleteReadError,
@@ -13,6 +15,7 @@ from txlake.errors import (
     CorruptLogError,
     DataFileNotFoundError,
     DeltaError,
+    InvalidObjectPathError,
     MergeCardinalityError,
     MetadataChangedError,
     ObjectAlreadyExistsError,
@@ -29,11 +32,13 @@ from txlake.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
-from txlake.lake import Lakehouse, LakehouseSnapshot, connect
+from txlake.lake import Lakehouse, LakehouseSnapshot, TransactionStatus, connect
 from txlake.txn.transaction import CommitResult, MergeMetrics, Transaction
 
 __all__ = [
+    "CatalogChangedError",
     "CommitResult",
+    "CommitStateUnknownError",
     "ConcurrentAppendError",
     "ConcurrentDeleteDeleteError",
     "ConcurrentDeleteReadError",
@@ -42,6 +47,7 @@ __all__ = [
     "CorruptLogError",
     "DataFileNotFoundError",
     "DeltaError",
+    "InvalidObjectPathError",
     "Lakehouse",
     "LakehouseSnapshot",
     "MergeCardinalityError",
@@ -58,6 +64,7 @@ __all__ = [
     "Transaction",
     "TransactionClosedError",
     "TransactionError",
+    "TransactionStatus",
     "TxlakeError",
     "UnsupportedFeatureError",
     "VersionNotFoundError",

@@ -37,6 +37,13 @@ class ObjectAlreadyExistsError(StorageError, FileExistsError):
     """``put_if_absent`` lost: another writer created the object first."""
 
 
+class InvalidObjectPathError(StorageError, ValueError):
+    """The store refuses the object's path itself (too long, a file where a directory must be, ...).
+
+    Retrying cannot help: a global version whose publication hits this is decided ``aborted``.
+    """
+
+
 class InjectedFaultError(StorageError):
     """A request failed because a fault-injection rule said so (tests only)."""
 
@@ -178,7 +185,25 @@ class ConcurrentTransactionError(ConflictError):
     """A concurrent commit used the same application transaction id, or the table was dropped/created."""
 
 
+class CatalogChangedError(ConcurrentTransactionError):
+    """Under serializable, a concurrent commit changed catalog entries this transaction looked up or listed."""
+
+
 # ------------------------------------------------------------------------------------------ transactions
+
+
+class CommitStateUnknownError(TxlakeError):
+    """The transaction claimed (or may have claimed) lakehouse version ``version`` but could not finish.
+
+    Its claim may still be published by another client after its lease (roll-forward), so the caller must
+    not assume it failed: ``Lakehouse.transaction_status(txid, version)`` tells committed, aborted or
+    unknown. Nothing of the transaction was deleted.
+    """
+
+    def __init__(self, message: str, *, txid: str, version: int | None) -> None:
+        super().__init__(message)
+        self.txid = txid
+        self.version = version
 
 
 class TransactionError(TxlakeError):

@@ -6,7 +6,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import pyarrow as pa
 
@@ -31,6 +31,7 @@ from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, Ta
 from txlake.txn.transaction import CommitResult, Transaction
 
 T = TypeVar("T")
+TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
 
 
 class LakehouseSnapshot:
@@ -187,6 +188,36 @@ class Lakehouse:
     def transaction(self, isolation: Isolation = "serializable") -> Transaction:
         """Begin a transaction at the latest lakehouse version (use it as a context manager)."""
         return Transaction(self._ctx, isolation)
+
+    def transaction_status(self, txid: str, version: int | None = None, *, search: int = 1000) -> TransactionStatus:
+        """Whether transaction ``txid`` committed, aborted, or is not decided yet.
+
+        Pass the ``version`` of a :class:`~txlake.errors.CommitStateUnknownError` for a definite answer: a
+        claim of that version whose lease has expired is rolled forward here, and a version claimed by
+        another transaction means ``txid`` never claimed (``aborted``: it can never appear). Without
+        ``version`` the newest ``search`` claims are searched; not finding ``txid`` there is ``unknown``.
+        """
+        glog = self._ctx.glog
+        latest = glog.tail().latest_claimed
+        if version is None:
+            found = next(
+                (v for v in range(latest, max(-1, latest - search), -1) if glog.read_record(v).txid == txid), None
+            )
+            if found is None:
+                return "unknown"
+            version = found
+        if version > latest:
+            return "unknown"  # not claimed by anyone yet: an ambiguous claim of ours might still land
+        record = glog.read_record(version)
+        if record.txid != txid:
+            return "aborted"
+        outcome = glog.read_outcome(version)
+        if outcome is None and now_ms() >= record.lease_until_ms:
+            self._ctx.settle(version)
+            outcome = glog.read_outcome(version)
+        if outcome is None:
+            return "unknown"
+        return "committed" if outcome.committed else "aborted"
 
     def run(
         self,

@@ -33,6 +33,7 @@ from obstore.exceptions import (
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 from txlake.errors import (
+    InvalidObjectPathError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     StorageError,
@@ -129,6 +130,24 @@ _TRANSIENT_PATTERN = re.compile(
     r"|timed out|connection (?:refused|reset|closed|aborted)|error sending request|slow ?down",
     re.IGNORECASE,
 )
+
+
+# The store refuses the path itself: local ENAMETOOLONG / ENOTDIR / EISDIR, S3 KeyTooLongError. Retrying cannot help.
+_INVALID_PATH_PATTERN = re.compile(
+    r"File name too long|os error (?:36|20|21)\b|Not a directory|Is a directory|KeyTooLong", re.IGNORECASE
+)
+
+
+def _is_invalid_path(exc: BaseException) -> bool:
+    return isinstance(exc, InvalidPathError) or (
+        isinstance(exc, BaseError) and _INVALID_PATH_PATTERN.search(str(exc)) is not None
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    """obstore's message without its multi-line ``Debug source:`` dump."""
+    text = str(exc).split("\n\nDebug source:", 1)[0]
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -285,6 +304,12 @@ class ObjectStore:
                 attempt += 1
                 continue
             except BaseError as exc:
+                if _is_invalid_path(exc):
+                    raise InvalidObjectPathError(
+                        f"{kind} {self.url(path)} failed: the store refuses this path: {_first_line(exc)}",
+                        path=path,
+                        kind=kind,
+                    ) from exc
                 if not _is_transient(exc):
                     raise StorageError(f"{kind} {self.url(path)} failed: {exc}", path=path, kind=kind) from exc
                 if not retry or attempt >= self.retry.max_retries:
@@ -369,9 +394,10 @@ class ObjectStore:
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Create the object atomically; :class:`ObjectAlreadyExistsError` if it exists.
 
-        When a transient failure hides whether an earlier attempt landed, a later ``AlreadyExists`` is
-        resolved by comparing contents: identical bytes mean our own attempt won. Callers therefore put
-        contents that are unique to the writer (a transaction id), which txlake always does.
+        When a transient failure hides whether an earlier attempt landed, the object is read back: identical
+        bytes mean our own attempt won. Callers therefore put contents that are unique to the writer (a
+        transaction id), which txlake always does. If the attempts end without proof either way, the error
+        raised is a :class:`TransientStorageError` (never a permanent one): the object may yet exist.
         """
         attempt = 0
         uncertain = False
@@ -386,11 +412,28 @@ class ObjectStore:
                     return
                 raise
             except TransientStorageError:
-                if attempt >= self.retry.max_retries:
-                    raise
                 uncertain = True
+                if attempt >= self.retry.max_retries:
+                    if self._holds_quietly(path, data):
+                        return
+                    raise
                 time.sleep(self.retry.delay(attempt))
                 attempt += 1
+            except StorageError as exc:
+                if not uncertain:
+                    raise  # the store refused this request: nothing was written by it
+                if self._holds_quietly(path, data):
+                    return
+                raise TransientStorageError(
+                    f"PUT {self.url(path)}: an earlier attempt may have landed: {exc}", path=path, kind="PUT"
+                ) from exc
+
+    def _holds_quietly(self, path: str, data: bytes) -> bool:
+        """Whether the object holds ``data``; ``False`` when that cannot be read either."""
+        try:
+            return self._holds(path, data)
+        except StorageError:
+            return False
 
     def _holds(self, path: str, data: bytes) -> bool:
         try:

@@ -15,7 +15,7 @@ from txlake.delta.log import DeltaLog
 from txlake.delta.schema import schema_from_json
 from txlake.delta.snapshot import load_snapshot
 from txlake.delta.table import commit_info
-from txlake.errors import ConflictError, VersionAlreadyExistsError
+from txlake.errors import ConflictError, CorruptLogError, InvalidObjectPathError, VersionAlreadyExistsError
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, Outcome, TableChange
 from txlake.storage import ObjectStore
@@ -24,8 +24,21 @@ from txlake.txn.conflicts import ChangeSummary, PendingChange, check
 
 @dataclass(frozen=True, slots=True)
 class PublishResult:
+    """The outcome of a record, and why it was aborted when publication itself aborted it.
+
+    ``published`` are the tables whose Delta commit of this record exists (compensated when aborted): their
+    files stay referenced by the Delta log. ``conflict`` is a racing plain writer's incompatible commit,
+    ``unpublishable`` the store's refusal of a path the record needs (it can never be published).
+    """
+
     outcome: Outcome
     conflict: ConflictError | None = None
+    unpublishable: InvalidObjectPathError | None = None
+    published: frozenset[str] = frozenset()
+
+
+_Published = tuple[str, DeltaLog, int, Sequence[Action]]
+"""(table id, its log, the Delta version this record's commit has there, the actions of that commit)"""
 
 
 def marker(actions: Sequence[Action]) -> dict[str, object] | None:
@@ -59,7 +72,14 @@ def _put_walking(
             log.write_commit(version, actions)
             return version
         except VersionAlreadyExistsError:
-            existing = log.read_commit(version)
+            try:
+                existing = log.read_commit(version)
+            except CorruptLogError as exc:  # the slot is taken by something no Delta reader can use
+                raise InvalidObjectPathError(
+                    f"Delta commit {version} of {log.name} exists but cannot be read: {exc}",
+                    path=log.commit_path(version),
+                    kind="GET",
+                ) from exc
             if is_ours(marker(existing)):
                 return version
             on_foreign(version, existing)
@@ -110,7 +130,7 @@ def _tag(record: GlobalRecord, *, compensates: bool = False) -> dict[str, object
 def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> PublishResult:
     """Publish every table change of ``record`` and decide its outcome (idempotent, any client)."""
     versions: dict[str, int] = {}
-    done: list[tuple[DeltaLog, int, Sequence[Action]]] = []
+    done: list[_Published] = []
     for change in sorted(record.tables, key=lambda c: c.table_id):
         if not change.writes:
             versions[change.table_id] = change.base_version
@@ -149,13 +169,38 @@ def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> Publis
         try:
             version = _put_walking(log, change.base_version + 1, full, ours, foreign)
         except ConflictError as conflict:
-            for done_log, done_version, done_actions in done:
-                _compensate(done_log, record, done_version, done_actions)
-            outcome = glog.decide(
-                Outcome(record.version, record.txid, "aborted", {}, now_ms(), reason=f"plain writer: {conflict}")
-            )
-            return PublishResult(outcome, conflict)
+            return _abort(glog, record, done, f"plain writer: {conflict}", conflict=conflict)
+        except InvalidObjectPathError as refused:
+            # deterministic: every client would fail the same way, so the version is decided aborted
+            # (compensating what is published) instead of blocking the log forever
+            return _abort(glog, record, done, f"unpublishable: {refused}", unpublishable=refused)
         versions[change.table_id] = version
-        done.append((log, version, actions))
+        done.append((change.table_id, log, version, actions))
     outcome = glog.decide(Outcome(record.version, record.txid, "committed", versions, now_ms()))
-    return PublishResult(outcome)
+    if not outcome.committed:
+        # a helper decided aborted (our lease had expired) while we were still publishing: undo ours too
+        _compensate_all(record, done)
+    return PublishResult(outcome, published=frozenset(t for t, *_ in done))
+
+
+def _compensate_all(record: GlobalRecord, done: Sequence[_Published]) -> None:
+    for _, done_log, done_version, done_actions in done:
+        _compensate(done_log, record, done_version, done_actions)
+
+
+def _abort(
+    glog: GlobalLog,
+    record: GlobalRecord,
+    done: Sequence[_Published],
+    reason: str,
+    *,
+    conflict: ConflictError | None = None,
+    unpublishable: InvalidObjectPathError | None = None,
+) -> PublishResult:
+    """Compensate the tables already published, then decide ``aborted`` (unless decided already)."""
+    decided = glog.read_outcome(record.version)
+    if decided is not None and decided.committed:  # another client finished it first: nothing to undo
+        return PublishResult(decided, published=frozenset(t for t, *_ in done))
+    _compensate_all(record, done)
+    outcome = glog.decide(Outcome(record.version, record.txid, "aborted", {}, now_ms(), reason=reason))
+    return PublishResult(outcome, conflict, unpublishable, frozenset(t for t, *_ in done))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import re
 import time
@@ -20,6 +21,8 @@ from txlake.delta.schema import conform, normalize_schema, schema_to_json
 from txlake.delta.state import Snapshot
 from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
 from txlake.errors import (
+    CatalogChangedError,
+    CommitStateUnknownError,
     ConcurrentTransactionError,
     ConflictError,
     PredicateError,
@@ -27,6 +30,7 @@ from txlake.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionClosedError,
+    TransientStorageError,
     TxlakeError,
 )
 from txlake.expr import parse_expression
@@ -44,14 +48,20 @@ from txlake.lakehouse.records import (
 )
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
-from txlake.txn.publish import publish
+from txlake.txn.publish import PublishResult, publish
 from txlake.txn.staging import TableWork
 
 if TYPE_CHECKING:
     from txlake.txn.context import LakeContext
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-TxStatus = Literal["active", "committed", "aborted"]
+MAX_NAME_LENGTH = 128
+"""Longest namespace or table name part: the table's directory must fit a file name on every store."""
+PUBLISH_ATTEMPTS = 4
+"""Publication attempts after a claim before the commit reports :class:`CommitStateUnknownError`."""
+TxStatus = Literal["active", "committed", "aborted", "unknown"]
+"""``unknown``: the commit raised :class:`CommitStateUnknownError` (it may still be rolled forward)."""
+_log = logging.getLogger("txlake")
 DmlEngine = Literal["auto", "arrow", "spark"]
 """Where UPDATE/DELETE run: the data engine when the lakehouse has one (``auto``), Arrow, or the data engine."""
 
@@ -61,7 +71,16 @@ def split_name(name: str) -> tuple[str, str]:
     parts = name.split(".")
     if len(parts) < 2 or not all(_NAME.match(p) for p in parts):
         raise ValueError(f"table names look like 'namespace.table' (letters, digits, _), got {name!r}")
+    _check_lengths(name, parts)
     return ".".join(parts[:-1]), parts[-1]
+
+
+def _check_lengths(name: str, parts: Sequence[str]) -> None:
+    long = [p for p in parts if len(p) > MAX_NAME_LENGTH]
+    if long:
+        raise ValueError(
+            f"each part of a name has at most {MAX_NAME_LENGTH} characters; {name[:40]!r}... has one of {len(long[0])}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +113,12 @@ class Transaction:
         self._ops: list[CatalogOp] = []
         self._work: dict[str, TableWork] = {}
         self._adopt: set[str] = set()
+        self._unadopted: set[str] = set()  # tables whose unadopted plain-writer commits this one conflicted with
+        self._claimed: int | None = None  # the global version this transaction claimed (or may have claimed)
+        # catalog reads (serializable validates them): names looked up, namespaces probed, listings taken
+        self._read_names: set[str] = set()
+        self._read_namespaces: set[str] = set()
+        self._read_listings: set[str | None] = set()
         self._status: TxStatus = "active"
         self.result: CommitResult | None = None
 
@@ -142,6 +167,7 @@ class Transaction:
     # ---------------------------------------------------------------------------------------- catalog
 
     def _entry(self, name: str) -> TableEntry:
+        self._read_names.add(name.lower())
         entry = self._view.table_by_name(name)
         if entry is None:
             raise TableNotFoundError(f"no table {name!r} at lakehouse version {self.read_version}", table=name)
@@ -169,6 +195,8 @@ class Transaction:
         self._ensure_active()
         if not all(_NAME.match(p) for p in name.split(".")):
             raise ValueError(f"invalid namespace name {name!r}")
+        _check_lengths(name, name.split("."))
+        self._read_namespaces.add(name.lower())
         if self._view.has_namespace(name):
             if if_not_exists:
                 return
@@ -177,6 +205,8 @@ class Transaction:
 
     def drop_namespace(self, name: str) -> None:
         self._ensure_active()
+        self._read_namespaces.add(name.lower())
+        self._read_listings.add(name.lower())
         if not self._view.has_namespace(name):
             raise TableNotFoundError(f"no namespace {name!r}", table=name)
         if self._view.table_names(name):
@@ -201,6 +231,8 @@ class Transaction:
             if converted is None:
                 raise TypeError(f"schema must be a pyarrow.Schema or a Spark StructType, got {type(schema).__name__}")
             schema = converted
+        self._read_names.add(name.lower())
+        self._read_namespaces.add(namespace.lower())
         if self._view.table_by_name(name) is not None:
             if if_not_exists:
                 return
@@ -240,6 +272,8 @@ class Transaction:
         entry = self._entry(name)
         self._ensure_active()
         namespace, _ = split_name(new_name)
+        self._read_names.add(new_name.lower())
+        self._read_namespaces.add(namespace.lower())
         if self._view.table_by_name(new_name) is not None:
             raise TableAlreadyExistsError(f"table {new_name!r} already exists", table=new_name)
         if not self._view.has_namespace(namespace):
@@ -247,7 +281,21 @@ class Transaction:
         self._catalog(CatalogOp("rename_table", entry.name, table_id=entry.id, new_name=new_name))
 
     def tables(self, namespace: str | None = None) -> list[str]:
+        """Table names this transaction sees (a catalog read: serializable validates it at commit)."""
+        self._ensure_active()
+        self._read_listings.add(namespace.lower() if namespace is not None else None)
         return self._view.table_names(namespace)
+
+    def table_exists(self, name: str) -> bool:
+        """Whether this transaction sees a table ``name`` (a catalog read, like :meth:`tables`)."""
+        self._ensure_active()
+        self._read_names.add(name.lower())
+        return self._view.table_by_name(name) is not None
+
+    def table_location(self, name: str) -> str:
+        """The URI of the Delta table behind ``name`` as this transaction sees the catalog."""
+        self._ensure_active()
+        return self._ctx.store.url(self._entry(name).path)
 
     # ------------------------------------------------------------------------------------------ reads
 
@@ -495,7 +543,12 @@ class Transaction:
         return bool(self._ops) or bool(self._adopt) or any(w.writes for w in self._work.values())
 
     def commit(self) -> CommitResult:
-        """Validate, claim the next global version, publish, decide. Raises a ConflictError on conflict."""
+        """Validate, claim the next global version, publish, decide.
+
+        Raises a :class:`ConflictError` on conflict; files are deleted only when this transaction provably
+        did not claim a version, or its version was decided aborted. When the outcome cannot be established
+        after a claim, :class:`CommitStateUnknownError` leaves everything for roll-forward.
+        """
         self._ensure_active()
         if not self.writes:
             self._status = "committed"
@@ -503,13 +556,14 @@ class Transaction:
             return self.result
         try:
             result = self._commit()
-        except ConflictError:
-            self._status = "aborted"
-            self._discard()
+        except CommitStateUnknownError:
+            self._status = "unknown"
             raise
         except Exception:
             self._status = "aborted"
-            self._discard()
+            if self._claimed is None:
+                self._discard()  # never claimed: nobody can ever reference these files
+            self._adopt_unadopted()
             raise
         self._status = "committed"
         self.result = result
@@ -527,7 +581,7 @@ class Transaction:
             if not record.tables and not record.catalog:
                 return CommitResult(latest.version, self.read_version, read_only=True)
             try:
-                self._ctx.glog.claim(record)
+                self._claim(record)
             except GlobalVersionTakenError:
                 rebases += 1
                 if time.monotonic() > deadline:
@@ -537,22 +591,103 @@ class Transaction:
                     ) from None
                 time.sleep(random.uniform(0, min(0.05, 0.002 * 2 ** min(rebases, 5))))
                 continue
-            published = publish(self._ctx.store, self._ctx.glog, record)
-            if published.conflict is not None:
-                raise published.conflict
+            published = self._publish(record)
             if not published.outcome.committed:
-                raise ConcurrentTransactionError(
-                    f"global version {record.version} was aborted: {published.outcome.reason}",
-                    read_version=self.read_version,
-                    winning_version=record.version,
-                )
-            self._ctx.after_commit(record.version)
+                self._aborted(record, published)
+            try:
+                self._ctx.after_commit(record.version)
+            except TxlakeError as exc:  # checkpoints are an optimisation: the commit stands
+                _log.warning("txlake: maintenance after global version %d failed: %s", record.version, exc)
             return CommitResult(
                 record.version, self.read_version, dict(published.outcome.table_versions), rebases=rebases
             )
 
+    def _claim(self, record: GlobalRecord) -> None:
+        """Put-if-absent the record; an ambiguous failure makes the commit state unknown."""
+        try:
+            self._ctx.glog.claim(record)
+        except TransientStorageError as exc:
+            # the put may have landed: only our record at that version proves it, another one disproves it
+            self._claimed = record.version
+            try:
+                theirs = self._ctx.glog.read_record(record.version)
+            except TxlakeError:
+                raise self._unknown(record.version, exc) from exc
+            if theirs.txid != self.txid:
+                self._claimed = None
+                raise GlobalVersionTakenError(record.version) from exc
+            return
+        self._claimed = record.version
+
+    def _unknown(self, version: int, cause: BaseException) -> CommitStateUnknownError:
+        return CommitStateUnknownError(
+            f"transaction {self.txid} claimed (or may have claimed) global version {version} and could not "
+            f"finish it ({cause}); another client rolls it forward after its lease: ask "
+            f"Lakehouse.transaction_status({self.txid!r}, {version})",
+            txid=self.txid,
+            version=version,
+        )
+
+    def _publish(self, record: GlobalRecord) -> PublishResult:
+        """Publish our claimed record; storage failures are retried, then the outcome is unknown."""
+        delay = 0.02
+        failure: TxlakeError | None = None
+        for _ in range(PUBLISH_ATTEMPTS):
+            try:
+                return publish(self._ctx.store, self._ctx.glog, record)
+            except TxlakeError as exc:  # publication is idempotent: run it again from the start
+                failure = exc
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= 2
+        assert failure is not None
+        try:  # a helper may have decided it meanwhile
+            outcome = self._ctx.glog.read_outcome(record.version)
+        except TxlakeError:
+            outcome = None
+        if outcome is None:
+            raise self._unknown(record.version, failure) from failure
+        # decided by someone else: which tables they published is not known here, so keep every file
+        return PublishResult(outcome, published=frozenset(c.table_id for c in record.tables))
+
+    def _aborted(self, record: GlobalRecord, published: PublishResult) -> None:
+        """Our claimed version was decided aborted: delete the files no published commit references, raise."""
+        reason: TxlakeError | None = published.conflict or published.unpublishable
+        if reason is not None:  # decided by our own publication: ``published`` names every published table
+            for tid, work in self._work.items():
+                if tid not in published.published:
+                    try:
+                        work.discard()
+                    except TxlakeError:
+                        continue  # an orphan named by its txid, for vacuum
+            raise reason
+        raise ConcurrentTransactionError(
+            f"global version {record.version} was aborted: {published.outcome.reason}",
+            read_version=self.read_version,
+            winning_version=record.version,
+        )
+
+    def _adopt_unadopted(self) -> None:
+        """After a conflict with plain writers' commits no global version holds yet, adopt them.
+
+        Without this, a retry would start from the same lakehouse version, meet the same commits, and
+        conflict forever; adopted, they are part of the snapshot the retry begins at.
+        """
+        if not self._unadopted:
+            return
+        try:
+            sync = Transaction(self._ctx, "snapshot")
+            for tid in sorted(self._unadopted):
+                entry = sync._start.tables.get(tid)
+                if entry is not None:
+                    sync.adopt(entry.name)
+            sync.commit()
+        except TxlakeError as exc:  # best effort: the next writer of the table adopts them too
+            _log.info("txlake: adopting plain-writer commits after a conflict failed: %s", exc)
+
     def _validate_catalog(self, latest: LakehouseState) -> None:
         """Re-check this transaction's catalog assumptions against the latest state (requirements)."""
+        if self.isolation == "serializable" and latest.version != self._start.version:
+            self._validate_catalog_reads(latest)
         for tid, work in self._work.items():
             if work.snapshot is None:
                 continue
@@ -582,6 +717,27 @@ class Transaction:
                 self._conflict_catalog(f"namespace {op.name} got tables concurrently", op.name, latest)
             state = apply_catalog(state, [op], state.version)
 
+    def _validate_catalog_reads(self, latest: LakehouseState) -> None:
+        """Serializable: every catalog lookup and listing this transaction made still gives the same answer."""
+        start = self._start
+
+        def changed(message: str, name: str) -> CatalogChangedError:
+            return CatalogChangedError(
+                message, table=name, read_version=self.read_version, winning_version=latest.version
+            )
+
+        for name in sorted(self._read_names):
+            before, after = start.table_by_name(name), latest.table_by_name(name)
+            if (before.id if before else None) != (after.id if after else None):
+                raise changed(f"table {name} was created, dropped or renamed concurrently", name)
+        for ns in sorted(self._read_namespaces):
+            if start.has_namespace(ns) != latest.has_namespace(ns):
+                raise changed(f"namespace {ns} was created or dropped concurrently", ns)
+        for listed in sorted(self._read_listings, key=lambda n: n or ""):
+            if start.table_names(listed) != latest.table_names(listed):
+                where = f"namespace {listed}" if listed is not None else "the lakehouse"
+                raise changed(f"the tables of {where} changed concurrently", listed or "*")
+
     def _conflict_catalog(self, message: str, name: str, latest: LakehouseState) -> None:
         raise ConcurrentTransactionError(
             message, table=name, read_version=self.read_version, winning_version=latest.version
@@ -610,14 +766,19 @@ class Transaction:
                 versions = list(range(checked[tid] + 1, upto + 1))
                 for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
                     summary = ChangeSummary.of(actions)
-                    check(
-                        pending,
-                        summary,
-                        self.isolation,
-                        read_version=self.read_version,
-                        winning_version=summary.global_version,
-                        delta_version=v,
-                    )
+                    try:
+                        check(
+                            pending,
+                            summary,
+                            self.isolation,
+                            read_version=self.read_version,
+                            winning_version=summary.global_version,
+                            delta_version=v,
+                        )
+                    except ConflictError:
+                        if v > mapped:  # a plain writer's commit no global version holds yet
+                            self._unadopted.add(tid)
+                        raise
                 checked[tid] = upto
             bases[tid] = upto
         return bases

@@ -1,0 +1,154 @@
+"""The operations the fault campaign sweeps: a multi-table transfer, DDL in a transaction, roll-forward."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.faults.campaign import ACCOUNTS, JOURNAL, Run, balances, connect, deltars_mismatches, wait_lease
+from txlake.errors import SimulatedCrash
+from txlake.storage import FaultRule
+
+BANK = ["bank.a", "bank.b", "bank.journal"]
+
+
+def _accounts(ids: list[int], amounts: list[int]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "balance": pa.array(amounts, pa.int64())})
+
+
+def _journal(ids: list[int], amounts: list[int]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "amount": pa.array(amounts, pa.int64())})
+
+
+def _transfer(tx: txlake.Transaction, journal_id: int) -> None:
+    tx.update("bank.a", set={"balance": "balance - 10"}, where="id = 1")
+    tx.update("bank.b", set={"balance": "balance + 10"}, where="id = 1")
+    tx.append("bank.journal", _journal([journal_id], [10]))
+
+
+def _bank(uri: str, options: dict[str, str]) -> None:
+    lake = connect(uri, options)
+    lake.create_table("bank.a", ACCOUNTS)
+    lake.create_table("bank.b", ACCOUNTS)
+    lake.create_table("bank.journal", JOURNAL)
+    with lake.transaction() as tx:
+        tx.append("bank.a", _accounts([1, 2], [100, 5]))
+        tx.append("bank.b", _accounts([1, 2], [100, 5]))
+
+
+def _check_bank(lake: txlake.Lakehouse, transfers: dict[int, int]) -> tuple[dict[int, bool], list[str]]:
+    """Which journal ids are visible; violations of conservation, all-or-nothing and delta-rs agreement."""
+    a, b = balances(lake, "bank.a"), balances(lake, "bank.b")
+    journal = [r["id"] for r in lake.read_arrow("bank.journal").to_pylist()]
+    violations = []
+    if a[1] + b[1] != 200 or a[2] != 5 or b[2] != 5:
+        violations.append(f"balances broke: a={a} b={b}")
+    done = (100 - a[1]) // 10
+    visible = {jid: jid in journal for jid in transfers}
+    if len(journal) != len(set(journal)):
+        violations.append(f"a journal row appears twice: {journal}")
+    if done != sum(1 for jid, amount in transfers.items() if amount and visible[jid]):
+        violations.append(f"{done} transfer(s) in the balances but journal rows {journal}: not all-or-nothing")
+    violations += deltars_mismatches(lake, BANK)
+    return visible, violations
+
+
+class Transfer:
+    """Update two accounts and append a journal row in one serializable transaction."""
+
+    name = "transfer"
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        with lake.transaction() as tx:
+            run.txids.append(tx.txid)
+            _transfer(tx, 1)
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 100: 0})
+        if not visible[100]:
+            violations.append("the healthy client's commit is missing")
+        return visible[1], violations
+
+
+class RollForwardHelper:
+    """A transfer's owner dies after its claim; the faulty client is the helper that must roll it forward
+    (its own append follows). Whatever the helper suffers, the transfer ends committed exactly once."""
+
+    name = "rollforward"
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+        owner = connect(uri, options)
+        owner.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/"))
+        tx = owner.transaction()
+        _transfer(tx, 1)
+        with pytest.raises(SimulatedCrash):
+            tx.commit()
+        wait_lease()
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        with lake.transaction() as tx:
+            run.txids.append(tx.txid)
+            tx.append("bank.journal", _journal([2], [0]))
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 2: 0, 100: 0})
+        if not visible[1]:
+            violations.append("the claimed transfer was not rolled forward")
+        if not visible[100]:
+            violations.append("the healthy client's commit is missing")
+        return visible[2], violations
+
+
+class CatalogChange:
+    """Create a table and fill it, rename one, drop one, append to another: one transaction."""
+
+    name = "ddl"
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        lake = connect(uri, options)
+        for name in ("ns.keep", "ns.old", "ns.gone"):
+            lake.create_table(name, ACCOUNTS)
+        with lake.transaction() as tx:
+            for name in ("ns.keep", "ns.old", "ns.gone"):
+                tx.append(name, _accounts([1], [1]))
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        with lake.transaction() as tx:
+            run.txids.append(tx.txid)
+            tx.create_table("ns.new", ACCOUNTS)
+            tx.append("ns.new", _accounts([7], [7]))
+            tx.rename_table("ns.old", "ns.renamed")
+            tx.drop_table("ns.gone")
+            tx.append("ns.keep", _accounts([2], [2]))
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("ns.keep", _accounts([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        names = lake.tables("ns")
+        keep = sorted(balances(lake, "ns.keep"))
+        applied = "ns.new" in names
+        want = ["ns.keep", "ns.new", "ns.renamed"] if applied else ["ns.gone", "ns.keep", "ns.old"]
+        violations = []
+        if names != want:
+            violations.append(f"catalog is {names}, expected {want}: not all-or-nothing")
+        if keep != ([1, 2, 100] if applied else [1, 100]):
+            violations.append(f"ns.keep holds ids {keep}; the catalog says applied={applied}")
+        if applied and balances(lake, "ns.new") != {7: 7}:
+            violations.append(f"ns.new holds {balances(lake, 'ns.new')}")
+        violations += deltars_mismatches(lake, [n for n in names if n in want])
+        return applied, violations
