@@ -16,8 +16,8 @@ from tests.cli.conftest import SCHEMA, Txlake, accounts, build_bank
 from txlake.cli.doctor import CHECKS, ROLL_FORWARD_HINT, run_doctor
 from txlake.cli.exit_codes import ExitCode
 from txlake.cli.output import Output
-from txlake.delta import DeltaTable
-from txlake.errors import SimulatedCrash
+from txlake.delta import DeltaTable, commit_info
+from txlake.errors import ConflictError, SimulatedCrash
 from txlake.lakehouse.log import GlobalLog
 from txlake.storage import FaultRule
 
@@ -135,6 +135,54 @@ def test_claim_within_its_lease_is_in_progress_not_a_problem(tmp_path: Path, txl
     code, doc = _doctor(txlake_cli, uri)
     assert code == ExitCode.OK
     assert [(f["check"], f["severity"]) for f in doc["findings"]] == [("log.decided", "info")]
+
+
+def _abort_by_a_racing_plain_delete(lake: txlake.Lakehouse) -> tuple[str, str]:
+    """Global version 5 updates both bank tables; a plain writer deletes everything in the table published second
+    just before its Delta commit, so 5 aborts and its commit on the first table is compensated.
+    Returns the names of (first, second)."""
+    snap = lake.snapshot()
+    first, second = sorted((snap.entry(n) for n in ("bank.checking", "bank.savings")), key=lambda e: e.id)
+    plain = DeltaTable(txlake.connect(lake.uri).store, second.path)  # another client: no fault rules
+
+    def delete_everything() -> None:
+        snap = plain.snapshot()
+        plain.commit(snap.version + 1, [commit_info("DELETE"), *(a.remove() for a in snap.files.values())])
+
+    lake.store.faults.add(FaultRule("PUT", 2, "hook", path_contains="_delta_log/", hook=delete_everything))
+    tx = lake.transaction("snapshot")
+    tx.update(first.name, set={"balance": "0"}, where="id = 1")
+    tx.update(second.name, set={"balance": "0"}, where="id = 1")
+    with pytest.raises(ConflictError):
+        tx.commit()
+    outcome = lake.context.glog.read_outcome(5)
+    assert outcome is not None and outcome.status == "aborted"
+    return first.name, second.name
+
+
+def test_aborted_transactions_commit_and_its_compensation_are_told_apart(
+    bank: txlake.Lakehouse, txlake_cli: Txlake
+) -> None:
+    first, second = _abort_by_a_racing_plain_delete(bank)
+    txid = bank.context.glog.read_record(5).txid
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.OK, doc["findings"]
+    by_table = {f["table"]: f for f in doc["findings"]}
+    assert [(f["check"], f["severity"]) for f in doc["findings"]] == [("tables.mapped_version", "info")] * 2
+    aborted = by_table[first]
+    assert aborted["version"] == 3
+    assert f"aborted global version 5 (transaction {txid}) is undone by compensating commit 4" in aborted["message"]
+    assert "plain Delta writers" not in aborted["message"]
+    assert by_table[second]["version"] == 3 and "1 Delta commit(s)" in by_table[second]["message"]
+    assert "plain Delta writers" in by_table[second]["message"]
+
+    bank.store.delete(bank.delta_log(first).commit_path(4))  # the compensation is lost: aborted data is visible
+    code, doc = _doctor(txlake_cli, bank.uri)
+    assert code == ExitCode.PROBLEMS
+    (finding,) = _errors(doc)
+    assert (finding["check"], finding["table"], finding["version"]) == ("I3.txlake_commits", first, 3)
+    assert "no compensating commit follows it" in finding["message"]
+    assert [f["table"] for f in doc["findings"] if f["check"] == "tables.mapped_version"] == [second]
 
 
 def test_corrupt_global_record(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:

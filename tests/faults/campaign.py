@@ -92,6 +92,7 @@ class CaseResult:
     caller: str
     applied: bool
     violations: list[str]
+    fired: bool = True
 
 
 @dataclass
@@ -108,9 +109,10 @@ class CampaignReport:
     def table(self) -> str:
         """Outcome per action: how the caller's call ended and whether the operation became visible."""
         tally: Counter[tuple[str, str, bool]] = Counter((r.case.action, r.caller, r.applied) for r in self.results)
+        unfired = sum(not r.fired for r in self.results)
         lines = [
             f"{self.scenario} on {self.backend}: {len(self.results)} cases over {self.counts.as_dict()} requests, "
-            f"{len(self.violations)} violations",
+            f"{len(self.violations)} violations ({unfired} cases made fewer requests than counted: no fault)",
             f"{'action':<13}{'caller saw':<11}{'visible':<9}cases",
         ]
         for (action, caller, applied), n in sorted(tally.items()):
@@ -159,6 +161,7 @@ def run_case(scenario: Scenario, case: Case, location: tuple[str, dict[str, str]
     faulty = connect(uri, options)
     faulty.store.faults.add(case.rule())
     run = _act(scenario, faulty)
+    fired = faulty.store.faults.fired() > 0
     faulty.store.faults.clear()  # the faulty client is gone; its objects stay as it left them
     violations: list[str] = []
     if run.caller == "untyped":
@@ -171,7 +174,8 @@ def run_case(scenario: Scenario, case: Case, location: tuple[str, dict[str, str]
     try:
         applied, found = scenario.check(reader, run)
     except Exception as exc:
-        return CaseResult(case, run.caller, False, [*violations, f"reading failed: {type(exc).__name__}: {exc}"])
+        failure = f"reading failed: {type(exc).__name__}: {exc}"
+        return CaseResult(case, run.caller, False, [*violations, failure], fired)
     violations += found
     if run.caller == "ok" and not applied:
         violations.append("the caller was told it committed, but its data is not visible")
@@ -183,7 +187,7 @@ def run_case(scenario: Scenario, case: Case, location: tuple[str, dict[str, str]
         allowed = {"committed"} if applied else {"aborted", "unknown"} if run.caller == "crash" else {"aborted"}
         if status not in allowed:
             violations.append(f"transaction_status says {status!r}, but the data is {'' if applied else 'not '}visible")
-    return CaseResult(case, run.caller, applied, violations)
+    return CaseResult(case, run.caller, applied, violations, fired)
 
 
 def campaign(

@@ -22,7 +22,9 @@ def _journal(ids: list[int], amounts: list[int]) -> pa.Table:
 
 
 def _transfer(tx: txlake.Transaction, journal_id: int) -> None:
-    tx.update("bank.a", set={"balance": "balance - 10"}, where="id = 1")
+    # two statements on one table: the second rewrites (and deletes) the first one's staged file
+    tx.update("bank.a", set={"balance": "balance - 4"}, where="id = 1")
+    tx.update("bank.a", set={"balance": "balance - 6"}, where="id = 1")
     tx.update("bank.b", set={"balance": "balance + 10"}, where="id = 1")
     tx.append("bank.journal", _journal([journal_id], [10]))
 

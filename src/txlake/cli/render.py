@@ -288,6 +288,13 @@ def render_doctor(out: Output, report: DoctorReport) -> None:
     )
     for r in report.repaired:
         out.line(Text(f"repaired: rolled global version {r.version} forward ({r.status}, transaction {r.txid})"))
+    for left in report.reclaimed:
+        out.line(
+            Text(
+                f"repaired: deleted temporary object {left.path} ({left.size} bytes, "
+                f"written {human_time(left.modified)})"
+            )
+        )
     for check in report.checks:
         mark, style = CHECK_MARK[check.status]
         line = Text(f" {mark} ", style=style)

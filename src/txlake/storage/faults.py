@@ -53,6 +53,11 @@ class FaultInjector:
         with self._lock:
             self._rules.append(_Armed(rule))
 
+    def fired(self) -> int:
+        """How many times the armed rules have fired so far."""
+        with self._lock:
+            return sum(armed.fired for armed in self._rules)
+
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, TypeAlias, TypeVar
 
 from rich.progress import Progress
@@ -31,6 +32,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("I3.txlake_commits", "each txlake Delta commit belongs to a committed global version or is compensated"),
     ("I4.published", "every committed outcome's published Delta versions exist and hold its commit"),
     ("files.exist", "every data file of each table's mapped snapshot exists with its logged size"),
+    ("storage.leftovers", "no temporary objects of interrupted local writes lie in the log directories"),
 )
 """Every check the doctor runs, in report order: (name, what it verifies)."""
 
@@ -65,6 +67,18 @@ class RepairResult:
     status: str
 
 
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """A temporary object ``<name>#<n>`` that an interrupted local put left next to a log entry."""
+
+    path: str
+    """Relative to the lakehouse root, as the other findings' paths."""
+    size: int
+    modified: datetime
+    table: str | None = None
+    """The catalog table whose ``_delta_log/`` holds it; ``None`` under ``_txlake/``."""
+
+
 @dataclass(frozen=True)
 class DoctorReport:
     uri: str
@@ -75,6 +89,8 @@ class DoctorReport:
     delta_commits: int
     data_files: int | None
     repaired: tuple[RepairResult, ...]
+    reclaimed: tuple[Leftover, ...]
+    """Temporary objects ``--repair`` deleted."""
     checks: tuple[CheckResult, ...]
     findings: tuple[Finding, ...]
 

@@ -42,6 +42,21 @@ class TableScan:
     snapshot: Snapshot | None = None
     markers: dict[int, Mapping[str, object]] = field(default_factory=dict)
     """``commitInfo.txlake`` of each txlake-written commit, by Delta version."""
+    unreadable: set[int] = field(default_factory=set)
+    """Delta versions whose commit does not parse (reported by I2.commits)."""
+    mapped: int | None = None
+    """The Delta version the lakehouse maps the table to, when that version exists."""
+
+    def compensation_after(self, version: int, txid: str) -> int | None:
+        """The first compensating commit of transaction ``txid`` after Delta version ``version``."""
+        return next(
+            (
+                v
+                for v, m in sorted(self.markers.items())
+                if v > version and m.get("compensates") and str(m.get("txn")) == txid
+            ),
+            None,
+        )
 
 
 def _marker(actions: Iterable[Action]) -> Mapping[str, object] | None:
@@ -104,16 +119,7 @@ def _check_log(exam: Examination, scan: TableScan, mapped: int | None) -> None:
             version=mapped,
         )
         return
-    if latest > mapped:
-        exam.add(
-            "tables.mapped_version",
-            "info",
-            f"{name}: {latest - mapped} Delta commit(s) after version {mapped} by plain Delta writers are not adopted "
-            "yet (lakehouse readers do not see them)",
-            "the next txlake write to the table, or Lakehouse.sync(), adopts them",
-            table=name,
-            version=mapped + 1,
-        )
+    scan.mapped = mapped  # commits after it are classified once their markers are read: check_unadopted
     try:
         scan.snapshot = load_snapshot(scan.log, mapped)
     except UnsupportedFeatureError as exc:
@@ -156,6 +162,7 @@ def _read_commits(exam: Examination, scans: list[TableScan]) -> None:
         if actions is None:
             continue
         if isinstance(actions, CorruptLogError):
+            scan.unreadable.add(v)
             exam.add(
                 "I2.commits",
                 "error",
@@ -187,7 +194,6 @@ def check_txlake_commits(exam: Examination, facts: LogFacts, scans: list[TableSc
     """I3: each txlake Delta commit belongs to a committed global version, or its abort was compensated."""
     for scan in scans:
         name = scan.entry.name
-        compensated = {str(m.get("txn")) for m in scan.markers.values() if m.get("compensates")}
         for v, marker in sorted(scan.markers.items()):
             if marker.get("compensates"):
                 continue
@@ -219,16 +225,95 @@ def check_txlake_commits(exam: Examination, facts: LogFacts, scans: list[TableSc
                     table=name,
                     version=v,
                 )
-            elif not outcome.committed and txid not in compensated:
+            elif not outcome.committed and scan.compensation_after(v, txid) is None:
                 exam.add(
                     "I3.txlake_commits",
                     "error",
-                    f"{name}: Delta commit {v} belongs to aborted global version {record.version} and has no "
-                    "compensation commit",
-                    "plain Delta readers see aborted data: restore the table to the version before it",
+                    f"{name}: Delta commit {v} is a commit of aborted global version {record.version} (transaction "
+                    f"{txid}) and no compensating commit follows it",
+                    "plain Delta readers see the aborted transaction's data: commit its inverse (remove the files it "
+                    "added, re-add those it removed) or restore the table from a backup",
                     table=name,
                     version=v,
                 )
+
+
+def check_unadopted(exam: Examination, facts: LogFacts, scans: list[TableScan]) -> None:
+    """Say whose the Delta commits after each table's mapped version are: plain writers', an undecided
+    transaction's (a crashed client: rolled forward later) or an aborted one's (with its compensation)."""
+    for scan in scans:
+        if scan.mapped is None:
+            continue
+        name, mapped = scan.entry.name, scan.mapped
+        plain: list[int] = []
+        by_global: dict[int, list[int]] = {}
+        for v in sorted(c for c in scan.listing.commits if c > mapped and c not in scan.unreadable):
+            marker = scan.markers.get(v)
+            if marker is None:
+                plain.append(v)
+                continue
+            g = marker.get("globalVersion")
+            record = facts.records.get(g) if isinstance(g, int) else None
+            if marker.get("compensates") or record is None or record.txid != str(marker.get("txn")):
+                continue  # a compensation is named with the commit it undoes; a stray marker is I3's
+            by_global.setdefault(record.version, []).append(v)
+        if plain:
+            exam.add(
+                "tables.mapped_version",
+                "info",
+                f"{name}: {len(plain)} Delta commit(s) after version {mapped} ({ranges(plain)}) by plain Delta "
+                "writers are not adopted yet (lakehouse readers do not see them)",
+                "the next txlake write to the table, or Lakehouse.sync(), adopts them",
+                table=name,
+                version=plain[0],
+            )
+        for g, versions in sorted(by_global.items()):
+            _explain_txlake_commits(exam, facts, scan, g, versions)
+
+
+def _explain_txlake_commits(exam: Examination, facts: LogFacts, scan: TableScan, g: int, versions: list[int]) -> None:
+    name, txid = scan.entry.name, facts.records[g].txid
+    outcome = facts.outcomes.get(g)
+    if outcome is None:
+        exam.add(
+            "tables.mapped_version",
+            "info",
+            f"{name}: {_commits(versions)} published by the undecided transaction {txid} at global version {g} "
+            "(lakehouse readers see nothing of it until it is decided)",
+            "the next writer after its lease (or `txlake doctor --repair`) rolls it forward",
+            table=name,
+            version=versions[0],
+        )
+    elif not outcome.committed:
+        for v in versions:
+            undone_by = scan.compensation_after(v, txid)
+            if undone_by is None:
+                continue  # an error of I3.txlake_commits: plain readers see aborted data
+            exam.add(
+                "tables.mapped_version",
+                "info",
+                f"{name}: Delta commit {v} of aborted global version {g} (transaction {txid}) is undone by "
+                f"compensating commit {undone_by}; neither is adopted yet",
+                "harmless (plain Delta readers see no change across both); the next txlake write to the table, "
+                "or Lakehouse.sync(), adopts them",
+                table=name,
+                version=v,
+            )
+    elif facts.state.version < g:
+        exam.add(
+            "tables.mapped_version",
+            "info",
+            f"{name}: {_commits(versions)} of committed global version {g} (transaction {txid}) lie beyond the "
+            "part of the lakehouse log the doctor could replay",
+            "fix the log problems above; the commits themselves are fine",
+            table=name,
+            version=versions[0],
+        )
+
+
+def _commits(versions: list[int]) -> str:
+    """``Delta commit 3`` or ``Delta commits 3-4``."""
+    return f"Delta commit{'s' if len(versions) > 1 else ''} {ranges(versions)}"
 
 
 def check_published(exam: Examination, facts: LogFacts, scans: list[TableScan]) -> None:
