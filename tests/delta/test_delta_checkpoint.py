@@ -21,7 +21,7 @@ from txlake.delta import (
     write_checkpoint,
 )
 from txlake.delta.actions import now_ms
-from txlake.delta.log import LastCheckpoint
+from txlake.delta.log import LastCheckpoint, parse_last_checkpoint
 from txlake.errors import CorruptLogError, VersionNotFoundError
 from txlake.storage import ObjectStore
 
@@ -189,8 +189,36 @@ def test_stale_last_checkpoint_without_newer_checkpoint_replays_json(table: Delt
         b'{"version": "five"}',
         b'{"version": 999, "size": 3}',
         b'{"version": 1, "size": 3}',
+        b"null",
+        b'{"version": null}',
+        b'{"version": 1e400}',
+        b'{"version": 3.0}',
+        b'{"version": true}',
+        b'{"version": -3}',
+        b'{"version": 3, "size": "big", "parts": "many"}',
+        b'{"version": 3, "si',
+        b"[" * 100_000,
+        b"\x00\xff\xfe",
     ],
-    ids=["text", "empty", "no-version", "array", "bad-version", "too-new", "no-checkpoint-there"],
+    ids=[
+        "text",
+        "empty",
+        "no-version",
+        "array",
+        "bad-version",
+        "too-new",
+        "no-checkpoint-there",
+        "null",
+        "null-version",
+        "huge-version",
+        "float-version",
+        "bool-version",
+        "negative-version",
+        "bad-size-and-parts",
+        "truncated",
+        "deeply-nested",
+        "binary",
+    ],
 )
 def test_garbage_last_checkpoint_still_loads(table: DeltaTable, store: ObjectStore, hint: bytes) -> None:
     from_json = table.snapshot()
@@ -200,6 +228,26 @@ def test_garbage_last_checkpoint_still_loads(table: DeltaTable, store: ObjectSto
     assert table.latest_version() == 5
     delete_commits(table, 3)
     assert_same_state(table.snapshot(), from_json)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"version": 7, "size": 12, "parts": 3, "sizeInBytes": 99}', LastCheckpoint(7, 12, 3)),
+        (b'{"version": 7}', LastCheckpoint(7)),
+        (b'{"version": 7, "size": -1, "parts": 0}', LastCheckpoint(7)),
+        (b'{"version": 7, "size": 1.5, "parts": "2"}', LastCheckpoint(7)),
+        (b'{"version": "7"}', None),
+        (b'{"version": 7.0}', None),
+        (b'{"version": false}', None),
+        (b'{"version": 1e400}', None),
+        (b"", None),
+        (b"7", None),
+        (b"[" * 100_000, None),
+    ],
+)
+def test_last_checkpoint_parsing_keeps_only_well_formed_fields(raw: bytes, expected: LastCheckpoint | None) -> None:
+    assert parse_last_checkpoint(raw) == expected
 
 
 def test_last_checkpoint_pointing_at_an_incomplete_checkpoint(table: DeltaTable, store: ObjectStore) -> None:

@@ -24,6 +24,10 @@ def _opt_strs(values: Any) -> tuple[str, ...] | None:
     return tuple(values) if values is not None else None
 
 
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Protocol:
     min_reader_version: int = 1
@@ -104,18 +108,30 @@ class Metadata:
             body["createdTime"] = self.created_time
         return {"metaData": body}
 
+    @property
+    def missing_fields(self) -> tuple[str, ...]:
+        """Required fields this metaData lacks (``id``, ``schemaString``); a snapshot cannot be built on it."""
+        return tuple(name for name, value in (("id", self.id), ("schemaString", self.schema_string)) if not value)
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metadata:
+        """Parse a metaData body, every field of which may be absent or null.
+
+        Only the latest metaData of a snapshot is ever used, so one lacking ``id`` or ``schemaString`` (Delta
+        Live Tables start tables so) parses, with ``""`` for them (see :attr:`missing_fields`); loading a
+        snapshot whose latest metaData it is fails. Null configuration values are unset keys.
+        """
         fmt = d.get("format") or {}
+        created = d.get("createdTime")
         return cls(
-            id=d["id"],
-            schema_string=d["schemaString"],
+            id=_str_or_none(d.get("id")) or "",
+            schema_string=_str_or_none(d.get("schemaString")) or "",
             partition_columns=tuple(d.get("partitionColumns") or ()),
-            configuration=dict(d.get("configuration") or {}),
-            created_time=d.get("createdTime"),
-            name=d.get("name"),
-            description=d.get("description"),
-            format=Format(fmt.get("provider", "parquet"), dict(fmt.get("options") or {})),
+            configuration={str(k): str(v) for k, v in (d.get("configuration") or {}).items() if v is not None},
+            created_time=created if isinstance(created, int) and not isinstance(created, bool) else None,
+            name=_str_or_none(d.get("name")),
+            description=_str_or_none(d.get("description")),
+            format=Format(fmt.get("provider") or "parquet", dict(fmt.get("options") or {})),
         )
 
 
@@ -355,7 +371,7 @@ def parse_commit(data: bytes, *, table: str | None = None, version: int | None =
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
             actions.append(action_from_json(obj))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise CorruptLogError(
                 f"commit {version} of {table or 'table'} is corrupt at line {lineno}: {exc}",
                 table=table,

@@ -129,7 +129,8 @@ def _read_part(log: DeltaLog, path: str, ref: CheckpointRef) -> pa.Table:
     except ObjectNotFoundError as exc:
         raise CorruptLogError(f"checkpoint part {path} is missing", table=log.name, version=ref.version) from exc
     try:
-        return pq.read_table(pa.BufferReader(data))
+        # stats_parsed may hold INT96 timestamps: as nanoseconds, year 0001 or 9999 would overflow.
+        return pq.read_table(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(
             f"checkpoint {path} is not readable Parquet: {exc}", table=log.name, version=ref.version, path=path

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from txlake.delta.actions import Metadata, Protocol
+from txlake.delta.schema import schema_document
 from txlake.errors import UnsupportedFeatureError
 
 # variantType is declared by delta-rs on tables it upgrades to (3, 7) even without variant columns; such tables
@@ -50,7 +49,7 @@ def _schema_has_key(schema_string: str, key_prefix: str) -> bool:
             return any(walk(v) for v in node)
         return False
 
-    return walk(json.loads(schema_string))
+    return walk(schema_document(schema_string))
 
 
 _TYPE_KEYS = frozenset({"type", "elementType", "keyType", "valueType", "fields"})
@@ -66,7 +65,7 @@ def _schema_uses_type(schema_string: str, type_name: str) -> bool:
             return any(walk(v) for v in node)
         return False
 
-    return walk(json.loads(schema_string))
+    return walk(schema_document(schema_string))
 
 
 def protocol_for_new_table(schema_string: str) -> Protocol:

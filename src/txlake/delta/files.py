@@ -389,18 +389,54 @@ def read_file(
         ) from exc
     wanted = list(columns) if columns is not None else schema.names
     try:
-        pf = pq.ParquetFile(pa.BufferReader(data))
+        # INT96 (Spark's default timestamp encoding) read as nanoseconds overflows outside 1677-2262: Delta
+        # timestamps are microseconds, so read them as such.
+        pf = pq.ParquetFile(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
         present = set(pf.schema_arrow.names)
         raw = pf.read(columns=[c for c in wanted if c in present and c not in partition_columns])
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(
             f"data file {add.path} of {table or table_path} is not readable Parquet: {exc}", table=table, path=add.path
         ) from exc
-    return _assemble(raw, add, schema, partition_columns, wanted)
+    return _assemble(raw, add, schema, partition_columns, wanted, table=table)
+
+
+def _partition_column(add: Add, name: str, dtype: pa.DataType, n: int, table: str | None) -> pa.Array:
+    """The constant column of one partition value; :class:`CorruptLogError` when the log's text does not parse."""
+    raw = add.partition_values.get(name)
+    try:
+        return pa.repeat(pa.scalar(parse_partition_value(raw, dtype), type=dtype), n)
+    except (ValueError, TypeError, ArithmeticError, AttributeError, pa.ArrowException) as exc:
+        raise CorruptLogError(
+            f"partition value {raw!r} of column {name!r} ({dtype}) in {add.path} of {table} does not parse: {exc}",
+            table=table,
+            path=add.path,
+        ) from exc
+
+
+def _cast_column(arr: pa.ChunkedArray, field: pa.Field, add: Add, table: str | None) -> pa.ChunkedArray:
+    """A data file's column as the table's type; timestamps of a finer unit are truncated to microseconds."""
+    try:
+        if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(field.type) and arr.type.unit == "ns":
+            return arr.cast(field.type, safe=False)  # ns -> us: drop sub-microsecond digits, as Delta readers do
+        return arr.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(
+            f"column {field.name!r} of data file {add.path} of {table} is {arr.type}, not readable as {field.type}: "
+            f"{exc}",
+            table=table,
+            columns=[field.name],
+        ) from exc
 
 
 def _assemble(
-    raw: pa.Table, add: Add, schema: pa.Schema, partition_columns: Sequence[str], wanted: Sequence[str]
+    raw: pa.Table,
+    add: Add,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+    wanted: Sequence[str],
+    *,
+    table: str | None = None,
 ) -> pa.Table:
     n = raw.num_rows
     arrays = []
@@ -408,12 +444,11 @@ def _assemble(
     for name in wanted:
         field = schema.field(name)
         if name in partition_columns:
-            value = parse_partition_value(add.partition_values.get(name), field.type)
-            arr: pa.Array | pa.ChunkedArray = pa.repeat(pa.scalar(value, type=field.type), n)
+            arr: pa.Array | pa.ChunkedArray = _partition_column(add, name, field.type, n, table)
         elif name in raw.column_names:
             arr = raw.column(name)
             if arr.type != field.type:
-                arr = arr.cast(field.type)
+                arr = _cast_column(arr, field, add, table)
         else:
             arr = pa.nulls(n, field.type)
         arrays.append(arr)

@@ -49,6 +49,30 @@ class LastCheckpoint:
     parts: int | None = None
 
 
+def _natural(value: object) -> int | None:
+    """``value`` if it is a JSON integer >= 0 (not a bool, float or string), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def parse_last_checkpoint(raw: bytes) -> LastCheckpoint | None:
+    """Decode a ``_last_checkpoint`` document; ``None`` when it is empty, truncated or malformed.
+
+    Only ``version`` (and the optional ``size``/``parts``) are read; a malformed optional field is dropped,
+    a malformed version makes the whole hint unusable, so the caller falls back to listing the log.
+    """
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):  # ValueError includes undecodable bytes
+        return None
+    if not isinstance(doc, dict):
+        return None
+    version = _natural(doc.get("version"))
+    if version is None:
+        return None
+    parts = _natural(doc.get("parts"))
+    return LastCheckpoint(version, _natural(doc.get("size")), parts if parts else None)
+
+
 @dataclass
 class LogListing:
     """What one LIST of ``_delta_log/`` found: commit files and complete checkpoints by version."""
@@ -60,6 +84,13 @@ class LogListing:
     @property
     def latest_commit(self) -> int | None:
         return max(self.commits) if self.commits else None
+
+    @property
+    def latest_version(self) -> int | None:
+        """The newest commit, or the newest checkpoint of a log whose commits were all cleaned up."""
+        if self.commits:
+            return max(self.commits)
+        return max(self.checkpoints) if self.checkpoints else None
 
     def best_checkpoint(self, at_or_below: int) -> CheckpointRef | None:
         usable = [c for v, c in self.checkpoints.items() if v <= at_or_below and c.complete]
@@ -86,11 +117,7 @@ class DeltaLog:
             raw = self.store.get(f"{self.log_dir}/_last_checkpoint")
         except ObjectNotFoundError:
             return None
-        try:
-            doc = json.loads(raw)
-            return LastCheckpoint(int(doc["version"]), doc.get("size"), doc.get("parts"))
-        except (ValueError, KeyError, TypeError):
-            return None
+        return parse_last_checkpoint(raw)
 
     def list(self, *, from_version: int | None = None) -> LogListing:
         """One LIST of the log (from ``from_version`` on, checkpoint files of that version included)."""
@@ -100,8 +127,11 @@ class DeltaLog:
         listing = LogListing()
         # Keyed by (version, number of parts): writers may have checkpointed one version differently.
         parts: dict[tuple[int, int | None], list[str]] = {}
+        prefix = f"{self.log_dir}/"
         for meta in self.store.list(self.log_dir, start_after=start_after):
-            name = meta.path.rsplit("/", 1)[-1]
+            name = meta.path[len(prefix) :]
+            if not meta.path.startswith(prefix) or "/" in name:
+                continue  # only direct children count: not _delta_log/.tmp/..., _commits/..., _sidecars/...
             m = _COMMIT.match(name)
             if m:
                 listing.commits[int(m.group(1))] = meta
@@ -127,12 +157,12 @@ class DeltaLog:
         return bool(listing.commits or listing.checkpoints)
 
     def latest_version(self) -> int | None:
-        """The newest commit version, or ``None`` when the table does not exist."""
+        """The newest version (as :func:`~txlake.delta.snapshot.load_snapshot` finds it), ``None`` without a table."""
         hint = self.read_last_checkpoint()
         listing = self.list(from_version=hint.version if hint else None)
         if hint and not listing.commits:
             listing = self.list()
-        return listing.latest_commit
+        return listing.latest_version
 
     # ------------------------------------------------------------------------------------------ reading
 

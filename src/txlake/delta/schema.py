@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from txlake.errors import SchemaMismatchError, UnsupportedFeatureError
+from txlake.errors import CorruptLogError, SchemaMismatchError, UnsupportedFeatureError
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -60,12 +60,31 @@ def delta_field_to_arrow(field: dict[str, Any]) -> pa.Field:
 
 
 @functools.lru_cache(maxsize=512)
+def schema_document(schema_string: str) -> Any:
+    """The decoded JSON of a ``schemaString`` (memoized); :class:`CorruptLogError` when it is not JSON."""
+    try:
+        return json.loads(schema_string)
+    except (ValueError, RecursionError) as exc:
+        raise CorruptLogError(f"the schemaString is not valid JSON: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=512)
 def schema_from_json(schema_string: str) -> pa.Schema:
-    """Parse a Delta ``schemaString`` into an Arrow schema (memoized: schemas are immutable)."""
-    doc = json.loads(schema_string)
+    """Parse a Delta ``schemaString`` into an Arrow schema (memoized: schemas are immutable).
+
+    Raises:
+        CorruptLogError: the string is not JSON or not shaped like a Delta schema.
+        UnsupportedFeatureError: a column has a type txlake cannot read (``feature`` names it).
+    """
+    doc = schema_document(schema_string)
+    if not isinstance(doc, dict):
+        raise CorruptLogError(f"the schemaString is not a JSON object: {schema_string[:100]!r}")
     if doc.get("type") != "struct":
         raise UnsupportedFeatureError("the table schema is not a struct", feature="schema")
-    return pa.schema([delta_field_to_arrow(f) for f in doc["fields"]])
+    try:
+        return pa.schema([delta_field_to_arrow(f) for f in doc["fields"]])
+    except (KeyError, TypeError, AttributeError, ValueError, pa.ArrowException) as exc:
+        raise CorruptLogError(f"the schemaString is not a valid Delta schema: {exc!r}") from exc
 
 
 def arrow_type_to_delta(dtype: pa.DataType) -> Any:

@@ -36,11 +36,9 @@ def load_snapshot(log: DeltaLog, version: int | None = None) -> Snapshot:
     partial = hint is not None and hint.version > 0  # that LIST started at the hinted version
     if partial and not usable_hint:
         listing = log.list()
-    latest = listing.latest_commit
-    if latest is None and not listing.checkpoints:
-        raise TableNotFoundError(f"no Delta table at {log.store.url(log.path)}", table=log.name)
+    latest = listing.latest_version
     if latest is None:
-        latest = max(listing.checkpoints)
+        raise TableNotFoundError(f"no Delta table at {log.store.url(log.path)}", table=log.name)
     target = latest if version is None else version
     if version is not None and (version < 0 or version > latest):
         raise VersionNotFoundError(

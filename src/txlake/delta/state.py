@@ -114,7 +114,23 @@ class SnapshotBuilder:
                 table=self.table,
                 version=self.version,
             )
-        check_read_support(self.protocol, self.metadata, table=self.table)
+        if self.metadata.missing_fields:
+            raise CorruptLogError(
+                f"{self.table} v{self.version}: the latest metaData has no {' or '.join(self.metadata.missing_fields)}",
+                table=self.table,
+                version=self.version,
+            )
+        try:
+            check_read_support(self.protocol, self.metadata, table=self.table)
+            schema_from_json(self.metadata.schema_string)  # memoized: a malformed schema or unknown type fails now
+        except UnsupportedFeatureError as exc:
+            if exc.table is None:
+                exc.table = self.table
+            raise
+        except CorruptLogError as exc:
+            raise CorruptLogError(
+                f"{self.table} v{self.version}: {exc}", table=self.table, version=self.version
+            ) from exc
         return Snapshot(
             self.table,
             self.version,
