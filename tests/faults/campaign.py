@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -40,8 +40,8 @@ ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 JOURNAL = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
 
 
-def connect(uri: str, options: dict[str, str]) -> txlake.Lakehouse:
-    lake = txlake.connect(uri, options, lease_seconds=LEASE)
+def connect(uri: str, options: dict[str, str], **kwargs: Any) -> txlake.Lakehouse:
+    lake = txlake.connect(uri, options, lease_seconds=LEASE, **kwargs)
     lake.store.retry = RetryPolicy(max_retries=3, base_delay=0.002, max_delay=0.01)
     return lake
 
@@ -58,6 +58,8 @@ class Run:
 
 class Scenario(Protocol):
     name: str
+    client: dict[str, Any]
+    """Keyword arguments of ``txlake.connect`` for the faulty client and the healthy ones (e.g. ``spark=``)."""
 
     def setup(self, uri: str, options: dict[str, str]) -> None: ...
 
@@ -139,7 +141,7 @@ def count_requests(scenario: Scenario, location: tuple[str, dict[str, str]]) -> 
     """The requests ``act`` makes when nothing fails (what the campaign sweeps)."""
     uri, options = location
     scenario.setup(uri, options)
-    lake = connect(uri, options)
+    lake = connect(uri, options, **scenario.client)
     with lake.store.counters.measure() as measured:
         run = _act(scenario, lake)
     if run.caller != "ok":
@@ -158,7 +160,7 @@ def cases(counts: RequestCounts, actions: tuple[str, ...] = ACTIONS) -> Iterator
 def run_case(scenario: Scenario, case: Case, location: tuple[str, dict[str, str]]) -> CaseResult:
     uri, options = location
     scenario.setup(uri, options)
-    faulty = connect(uri, options)
+    faulty = connect(uri, options, **scenario.client)
     faulty.store.faults.add(case.rule())
     run = _act(scenario, faulty)
     fired = faulty.store.faults.fired() > 0
@@ -167,7 +169,7 @@ def run_case(scenario: Scenario, case: Case, location: tuple[str, dict[str, str]
     if run.caller == "untyped":
         violations.append(f"untyped error: {run.error}")
     try:
-        scenario.second(connect(uri, options))
+        scenario.second(connect(uri, options, **scenario.client))
     except Exception as exc:
         violations.append(f"a healthy client could not commit afterwards: {type(exc).__name__}: {exc}")
     reader = connect(uri, options)

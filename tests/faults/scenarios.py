@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import pyarrow as pa
 import pytest
 
@@ -60,6 +62,7 @@ class Transfer:
     """Update two accounts and append a journal row in one serializable transaction."""
 
     name = "transfer"
+    client: ClassVar[dict[str, Any]] = {}
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _bank(uri, options)
@@ -85,6 +88,7 @@ class RollForwardHelper:
     (its own append follows). Whatever the helper suffers, the transfer ends committed exactly once."""
 
     name = "rollforward"
+    client: ClassVar[dict[str, Any]] = {}
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _bank(uri, options)
@@ -118,6 +122,7 @@ class CatalogChange:
     """Create a table and fill it, rename one, drop one, append to another: one transaction."""
 
     name = "ddl"
+    client: ClassVar[dict[str, Any]] = {}
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         lake = connect(uri, options)

@@ -8,9 +8,11 @@ from enum import IntEnum
 from typing import ClassVar
 
 from txlake.errors import (
+    CommitStateUnknownError,
     ConflictError,
     CorruptLogError,
     DataFileNotFoundError,
+    InvalidObjectPathError,
     MergeCardinalityError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -122,6 +124,11 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
     (ObjectAlreadyExistsError, ExitCode.CONFLICT, _NEW_NAME),
     (UnsupportedFeatureError, ExitCode.UNSUPPORTED, _feature_hint),
     (
+        InvalidObjectPathError,
+        ExitCode.STORAGE,
+        "the object store refuses this path (too long, or a file where a directory must be)",
+    ),
+    (
         TransientStorageError,
         ExitCode.STORAGE,
         "the object store could not be reached or kept failing; check the endpoint, network and credentials",
@@ -138,6 +145,11 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
     ),
     (SchemaMismatchError, ExitCode.INVALID, "`txlake describe TABLE` lists the columns and types"),
     (MergeCardinalityError, ExitCode.INVALID, _RERUN),
+    (
+        CommitStateUnknownError,
+        ExitCode.ERROR,
+        "the commit may still complete: another client rolls it forward after its lease; `txlake log` shows it",
+    ),
     (TxlakeError, ExitCode.ERROR, _RERUN),
     (KeyboardInterrupt, ExitCode.INTERRUPTED, None),
 )
