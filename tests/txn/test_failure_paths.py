@@ -15,7 +15,9 @@ from txlake.errors import (
     CommitStateUnknownError,
     ConflictError,
     InjectedFaultError,
+    InvalidObjectPathError,
     SimulatedCrash,
+    TransientStorageError,
 )
 from txlake.storage import FaultRule
 
@@ -271,3 +273,123 @@ def test_transaction_status(local_lake: txlake.Lakehouse) -> None:
     assert lake.transaction_status("no-such-txid") == "unknown"
     assert lake.transaction_status("no-such-txid", lake.version()) == "aborted"
     assert lake.transaction_status("no-such-txid", lake.version() + 5) == "unknown"
+
+
+# ------------------------------------------------------------------------ found by adversarial review
+
+
+def test_a_bad_checkpoint_interval_property_does_not_fail_a_committed_transaction(tmp_path: Path) -> None:
+    lake = txlake.connect(tmp_path.as_uri())
+    lake.create_table("r.t", ACCOUNTS, properties={"delta.checkpointInterval": "ten"})
+    with lake.transaction() as tx:
+        tx.append("r.t", accounts([1], [1]))
+    assert tx.status == "committed"
+    assert rows(lake.read_arrow("r.t")) == [(1, 1)]
+
+
+def test_a_claim_that_landed_behind_a_timeout_and_an_unreadable_read_back_is_not_deleted(tmp_path: Path) -> None:
+    """The claim lands but the client sees a timeout, its retry sees 'exists', and the read-back is refused:
+    that used to be reported as a permanent failure, so the files of a decidable claim were deleted."""
+    # (a permanent refusal of every read-back would end in CommitStateUnknownError, never in a delete)
+    lake = txlake.connect(tmp_path.as_uri())
+    lake.create_table("r.t", ACCOUNTS)
+    owner = txlake.connect(lake.uri, lease_seconds=LEASE)
+    tx = owner.transaction()
+    tx.append("r.t", accounts([42], [0]))
+    claim = f"_txlake/log/{owner.version() + 1:020d}.json"
+    put = owner.store.put_if_absent
+    captured: dict[str, bytes] = {}
+
+    def spy(path: str, data: bytes) -> None:
+        captured[path] = data
+        put(path, data)
+
+    def land_then_time_out() -> None:
+        (tmp_path / claim).write_bytes(captured[claim])
+        owner.store.faults.add(FaultRule("GET", 1, "fail", path_contains=claim))
+        raise TransientStorageError("timed out after the put landed", path=claim, kind="PUT")
+
+    owner.store.put_if_absent = spy  # type: ignore[method-assign]
+    owner.store.faults.add(FaultRule("PUT", 1, "hook", path_contains=claim, hook=land_then_time_out))
+    tx.commit()  # the claim is read back once more: ours, so the commit goes on
+    assert tx.status == "committed"
+    with lake.transaction() as other:
+        other.append("r.t", accounts([7], [0]))
+    assert rows(lake.read_arrow("r.t")) == [(7, 0), (42, 0)]
+    assert lake.transaction_status(tx.txid) == "committed"
+
+
+def test_an_interrupt_after_the_claim_leaves_the_claim_to_roll_forward(tmp_path: Path) -> None:
+    lake = txlake.connect(tmp_path.as_uri(), lease_seconds=LEASE)
+    lake.create_table("r.t", ACCOUNTS)
+    owner = txlake.connect(lake.uri, lease_seconds=LEASE)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    owner.store.faults.add(FaultRule("PUT", 1, "hook", path_contains="_delta_log/", hook=interrupt))
+    started: list[txlake.Transaction] = []
+
+    def body(tx: txlake.Transaction) -> None:
+        started.append(tx)
+        tx.append("r.t", accounts([1], [1]))
+
+    with pytest.raises(KeyboardInterrupt):
+        owner.run(body)  # run() aborts on an interrupt, but a claimed transaction keeps its files
+    assert started[0].status == "unknown"
+    time.sleep(LEASE)
+    with lake.transaction() as other:
+        other.append("r.t", accounts([2], [2]))
+    assert rows(lake.read_arrow("r.t")) == [(1, 1), (2, 2)]
+
+
+def test_a_plain_writer_racing_the_publication_is_adopted_for_the_retry(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    lake.create_table("r.t", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("r.t", accounts([0, 1], [0, 0]))
+    location = lake.table_location("r.t")
+    raced: list[int] = []
+
+    def plain() -> None:
+        if not raced:
+            raced.append(1)
+            deltalake.write_deltalake(location, accounts([5], [5]), mode="append")
+
+    lake.store.faults.add(FaultRule("PUT", 1, "hook", path_contains="_delta_log/", hook=plain))
+    attempts: list[str] = []
+
+    def body(tx: txlake.Transaction) -> int:
+        attempts.append(tx.txid)
+        return tx.update("r.t", set={"balance": "balance + 1"}, where="id >= 0")
+
+    assert lake.run(body, retries=1) == 3
+    assert len(attempts) == 2
+    assert rows(lake.read_arrow("r.t")) == [(0, 1), (1, 1), (5, 6)]
+
+
+def test_an_unreadable_slot_never_blocks_a_compensation(tmp_path: Path) -> None:
+    lake = txlake.connect(tmp_path.as_uri(), lease_seconds=LEASE)
+    for name in ("s.a", "s.b", "s.c"):
+        lake.create_table(name, ACCOUNTS)
+    snap = lake.snapshot()
+    first, second = sorted(["s.a", "s.b"], key=lambda n: snap.entry(n).id)
+    owner = txlake.connect(lake.uri, lease_seconds=LEASE)
+    tx = owner.transaction()
+    tx.append(first, accounts([1], [1]))
+    tx.append(second, accounts([1], [1]))
+
+    def hostile() -> None:  # after validation: garbage where the second commit and the compensation go
+        for name, ahead in ((second, 1), (first, 2)):
+            version = snap.table_version(name) + ahead
+            (tmp_path / snap.entry(name).path / "_delta_log" / f"{version:020d}.json").write_text("not json\n")
+
+    owner.store.faults.add(FaultRule("PUT", 1, "hook", path_contains="_txlake/log/", hook=hostile))
+    with pytest.raises(InvalidObjectPathError):
+        tx.commit()
+    start = time.monotonic()
+    with lake.transaction() as other:
+        other.append("s.c", accounts([1], [1]))
+    assert time.monotonic() - start < 5
+    assert lake.transaction_status(tx.txid, tx.read_version + 1) == "aborted"
+    assert rows(lake.read_arrow(first)) == []

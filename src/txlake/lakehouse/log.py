@@ -8,10 +8,10 @@ import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from txlake.errors import CorruptLogError, ObjectAlreadyExistsError, ObjectNotFoundError, VersionNotFoundError
-from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, apply
+from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, apply, apply_catalog
 from txlake.storage import ObjectStore
 
 ROOT = "_txlake"
@@ -44,6 +44,55 @@ class LogTail:
     state: LakehouseState
     undecided: tuple[int, ...]
     latest_claimed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A claimed version beyond the decided prefix: its record, and its outcome if it has one already."""
+
+    record: GlobalRecord
+    outcome: Outcome | None
+
+    @property
+    def aborted(self) -> bool:
+        return self.outcome is not None and not self.outcome.committed
+
+
+@dataclass(frozen=True, slots=True)
+class LogView:
+    """What a committer sees: the decided prefix (``decided``) and every claimed version after it, in order.
+
+    Claims are pipelined: a version may be claimed while earlier ones are still publishing, so a committer
+    validates against the claimed records (as if they commit) and claims ``latest + 1``.
+    """
+
+    decided: LakehouseState
+    pending: tuple[Pending, ...] = ()
+
+    @property
+    def latest(self) -> int:
+        return self.pending[-1].record.version if self.pending else self.decided.version
+
+    def claimed_state(self) -> LakehouseState:
+        """The catalog as if every pending claim commits (aborted ones change nothing).
+
+        Table versions are those of the decided prefix: a pending claim's Delta versions are known only
+        once it is published.
+        """
+        state = self.decided
+        for p in self.pending:
+            state = replace(state, version=p.record.version)
+            if not p.aborted:
+                state = apply_catalog(state, p.record.catalog, p.record.version)
+        return state
+
+    def with_claim(self, record: GlobalRecord) -> LogView:
+        """This view plus the next claimed version (learnt from the claim that beat ours)."""
+        if record.version != self.latest + 1:
+            raise CorruptLogError(
+                f"global version {record.version} does not follow {self.latest}", version=record.version
+            )
+        return LogView(self.decided, (*self.pending, Pending(record, None)))
 
 
 class GlobalLog:
@@ -257,6 +306,16 @@ class GlobalLog:
                 for cache in (self._records, self._outcomes):
                     for old in [k for k in cache if k < horizon]:
                         del cache[old]
+
+    def view(self) -> LogView:
+        """The decided prefix and every claim after it (see :class:`LogView`)."""
+        tail = self.tail()
+        pending = tuple(Pending(self.read_record(v), self.read_outcome(v)) for v in tail.undecided)
+        return LogView(tail.state, pending)
+
+    def nearest_state(self, at_most: int) -> LakehouseState | None:
+        """The newest decided state this client knows at or below ``at_most`` (no request)."""
+        return self._nearest_state(at_most)
 
     def state_at(self, version: int) -> LakehouseState:
         """The decided state at ``version``; :class:`VersionNotFoundError` if not (yet) decided."""

@@ -407,9 +407,16 @@ class ObjectStore:
                     "PUT", path, lambda: obstore.put(self._inner, self._key(path), data, mode="create"), retry=False
                 )
                 return
-            except ObjectAlreadyExistsError:
-                if uncertain and self._holds(path, data):
-                    return
+            except ObjectAlreadyExistsError as exc:
+                if not uncertain:
+                    raise
+                try:
+                    if self._holds(path, data):
+                        return
+                except StorageError as unreadable:  # whose object it is cannot be told: not a permanent "no"
+                    raise TransientStorageError(
+                        f"PUT {self.url(path)}: an earlier attempt may have landed: {unreadable}", path=path, kind="PUT"
+                    ) from exc
                 raise
             except TransientStorageError:
                 uncertain = True

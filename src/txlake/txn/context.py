@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 
 from txlake.delta.checkpoint import write_checkpoint
 from txlake.delta.log import DeltaLog
-from txlake.lakehouse.log import GlobalLog
-from txlake.lakehouse.records import LakehouseState, TableEntry
+from txlake.lakehouse.log import GlobalLog, LogView
+from txlake.lakehouse.records import LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectStore
 from txlake.txn.engine import DataEngine, NoDataEngineError
-from txlake.txn.publish import publish
+from txlake.txn.publish import compensate_aborted, publish
 
 DELTA_CHECKPOINT_INTERVAL = 100
 """Default ``delta.checkpointInterval`` (delta-rs's default; Spark's is 10). A checkpoint rewrites every
@@ -44,34 +44,60 @@ class LakeContext:
         """The newest decided lakehouse state (what a new transaction or snapshot reads)."""
         return self.glog.tail().state
 
-    def settle(self, version: int) -> None:
-        """Wait for the outcome of a claimed version; after its lease, finish it ourselves (roll-forward)."""
+    def await_decided(self, version: int) -> Outcome:
+        """The outcome of a claimed version: waited for, or after its lease decided by us (roll-forward)."""
         record = self.glog.read_record(version)
         delay = 0.001
-        while self.glog.read_outcome(version) is None:
+        while (outcome := self.glog.read_outcome(version)) is None:
             if time.time() * 1000 >= record.lease_until_ms:
-                publish(self.store, self.glog, record)
+                result = publish(self.store, self.glog, record, self.await_decided)
                 self.helped.append(version)
-                return
+                return result.outcome
             time.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, 0.01)
+        return outcome
 
-    def settled_state(self) -> LakehouseState:
-        """The latest state with every claimed version decided (waiting for or helping undecided ones)."""
+    def settle(self, version: int) -> None:
+        """Wait for the outcome of a claimed version; after its lease, finish it ourselves (roll-forward)."""
+        self.await_decided(version)
+
+    def view(self) -> LogView:
+        """The log as a committer sees it: claims whose lease has expired are rolled forward first."""
+        view = self.glog.view()
+        now = time.time() * 1000
+        expired = [p.record.version for p in view.pending if p.outcome is None and now >= p.record.lease_until_ms]
+        for version in expired:
+            self.await_decided(version)
+        return self.glog.view() if expired else view
+
+    def await_prefix(self, version: int) -> LakehouseState:
+        """Wait until every version up to ``version`` is decided (rolling expired ones forward); its state."""
         while True:
             tail = self.glog.tail()
-            if not tail.undecided:
-                return tail.state
+            if tail.state.version >= version:
+                return self.glog.state_at(version)
             for v in tail.undecided:
-                self.settle(v)
+                if v > version:
+                    break
+                self.await_decided(v)
 
     def probe_delta_latest(self, entry: TableEntry, mapped: int) -> int:
-        """The table's newest Delta version, normally ``mapped`` (one HEAD); plain writers may be ahead."""
+        """The table's newest Delta version, normally ``mapped`` (one HEAD); plain writers may be ahead.
+
+        Commits of aborted versions that a crash left without their compensation are compensated first,
+        so nothing of an aborted transaction is ever adopted into the lakehouse.
+        """
         log = DeltaLog(self.store, entry.path, name=entry.name)
         if not self.store.exists(log.commit_path(mapped + 1)):
             return mapped
         latest = log.list(from_version=mapped + 1).latest_commit
-        return latest if latest is not None else mapped
+        if latest is None:
+            return mapped
+        versions = list(range(mapped + 1, latest + 1))
+        commits = dict(zip(versions, self.snapshots.commits(entry, versions), strict=True))
+        if compensate_aborted(self.glog, log, commits):
+            latest = log.list(from_version=mapped + 1).latest_commit or latest
+        return latest
 
     def table_path(self, namespace: str, short: str, table_id: str, *, taken: list[str]) -> str:
         """``<namespace>/<table>`` unless that location is used (a dropped table's files), then suffixed."""
@@ -94,7 +120,15 @@ class LakeContext:
             entry = state.tables.get(change.table_id)
             if not change.writes or entry is None or not delta_version:
                 continue
-            interval = int(entry.properties.get("delta.checkpointInterval", DELTA_CHECKPOINT_INTERVAL))
+            interval = _checkpoint_interval(entry.properties.get("delta.checkpointInterval"))
             if interval > 0 and delta_version % interval == 0:
                 snapshot = self.snapshots.get(entry, delta_version)
                 write_checkpoint(DeltaLog(self.store, entry.path, name=entry.name), snapshot)
+
+
+def _checkpoint_interval(value: str | None) -> int:
+    """The table's ``delta.checkpointInterval`` (the default when absent or not a number)."""
+    try:
+        return int(value) if value is not None else DELTA_CHECKPOINT_INTERVAL
+    except ValueError:
+        return DELTA_CHECKPOINT_INTERVAL

@@ -7,7 +7,7 @@ it, any number of times, and they all reach the same Delta versions and the same
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Remove, action_from_json, now_ms
@@ -17,7 +17,7 @@ from txlake.delta.snapshot import load_snapshot
 from txlake.delta.table import commit_info
 from txlake.errors import ConflictError, CorruptLogError, InvalidObjectPathError, VersionAlreadyExistsError
 from txlake.lakehouse.log import GlobalLog
-from txlake.lakehouse.records import GlobalRecord, Outcome, TableChange
+from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableChange
 from txlake.storage import ObjectStore
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
 
@@ -64,8 +64,14 @@ def _put_walking(
     actions: Sequence[Action],
     is_ours: Callable[[dict[str, object] | None], bool],
     on_foreign: Callable[[int, list[Action]], None],
+    *,
+    skip_unreadable: bool = False,
 ) -> int:
-    """Put the commit at the first free version from ``start``; recognise our own earlier attempt."""
+    """Put the commit at the first free version from ``start``; recognise our own earlier attempt.
+
+    A slot holding something no Delta reader can read makes the commit unpublishable, or with
+    ``skip_unreadable`` (compensations, which must never be blocked) is passed over.
+    """
     version = start
     while True:
         try:
@@ -75,6 +81,9 @@ def _put_walking(
             try:
                 existing = log.read_commit(version)
             except CorruptLogError as exc:  # the slot is taken by something no Delta reader can use
+                if skip_unreadable:
+                    version += 1
+                    continue
                 raise InvalidObjectPathError(
                     f"Delta commit {version} of {log.name} exists but cannot be read: {exc}",
                     path=log.commit_path(version),
@@ -117,7 +126,7 @@ def _compensate(log: DeltaLog, record: GlobalRecord, after: int, actions: Sequen
     def ours(m: dict[str, object] | None) -> bool:
         return m is not None and m.get("txn") == record.txid and bool(m.get("compensates"))
 
-    _put_walking(log, after + 1, inverse, ours, lambda v, a: None)
+    _put_walking(log, after + 1, inverse, ours, lambda v, a: None, skip_unreadable=True)
 
 
 def _tag(record: GlobalRecord, *, compensates: bool = False) -> dict[str, object]:
@@ -127,13 +136,65 @@ def _tag(record: GlobalRecord, *, compensates: bool = False) -> dict[str, object
     return tag
 
 
-def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> PublishResult:
-    """Publish every table change of ``record`` and decide its outcome (idempotent, any client)."""
+AwaitDecided = Callable[[int], Outcome]
+"""Wait for (or, after its lease, finish) the outcome of an earlier claimed version."""
+
+
+def _state_before(glog: GlobalLog, version: int) -> LakehouseState:
+    """A decided state at or below ``version - 1`` (the newest this client knows; read if none)."""
+    known = glog.nearest_state(version - 1)
+    if known is None:
+        glog.tail()
+        known = glog.nearest_state(version - 1)
+    return known if known is not None else glog.state_at(version - 1)
+
+
+def _before(
+    glog: GlobalLog, record: GlobalRecord, table_id: str, await_decided: AwaitDecided
+) -> tuple[int, frozenset[int]]:
+    """The table's Delta version once every earlier claim on it is decided, and the slots those claims took.
+
+    Claims are pipelined, so earlier versions may still be publishing: each one that writes (or adopts into)
+    the table is waited for first, which keeps every table's Delta commits in global-version order.
+    """
+    state = _state_before(glog, record.version)
+    latest = state.table_versions.get(table_id, -1)
+    taken: set[int] = set()
+    for v in range(state.version + 1, record.version):
+        change = glog.read_record(v).table(table_id)
+        if change is None or not (change.writes or change.adopted_from is not None):
+            continue
+        outcome = await_decided(v)
+        if outcome.committed and table_id in outcome.table_versions:
+            taken.add(outcome.table_versions[table_id])
+            latest = max(latest, outcome.table_versions[table_id])
+    return latest, frozenset(taken)
+
+
+def _earlier_txlake(record: GlobalRecord, existing: Sequence[Action]) -> bool:
+    """A commit an earlier claimed version (or its compensation) made: validated before our claim."""
+    m = marker(existing)
+    if m is None:
+        return False
+    g = m.get("globalVersion")
+    return isinstance(g, int) and g < record.version
+
+
+def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord, await_decided: AwaitDecided) -> PublishResult:
+    """Publish every table change of ``record`` and decide its outcome (idempotent, any client).
+
+    A table's commit goes to the first free Delta version after every earlier claim's commit on that table
+    (``await_decided`` waits for those). Plain writers' commits met on the way are conflict-checked; an
+    incompatible one aborts the version, compensating what is already published.
+    """
     versions: dict[str, int] = {}
     done: list[_Published] = []
     for change in sorted(record.tables, key=lambda c: c.table_id):
+        if not change.writes and change.adopted_from is None:
+            continue  # a table it only read: its version does not change
+        after, taken = _before(glog, record, change.table_id, await_decided)
         if not change.writes:
-            versions[change.table_id] = change.base_version
+            versions[change.table_id] = max(change.base_version, after)  # adopted plain commits
             continue
         log = DeltaLog(store, change.path)
         actions = load_actions(store, change)
@@ -155,6 +216,8 @@ def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> Publis
             log: DeltaLog = log,
             actions: Sequence[Action] = actions,
         ) -> None:
+            if _earlier_txlake(record, existing):
+                return
             pending = _pending(store, change, actions, log)
             summary = ChangeSummary.of(existing)
             check(
@@ -167,7 +230,20 @@ def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord) -> Publis
             )
 
         try:
-            version = _put_walking(log, change.base_version + 1, full, ours, foreign)
+            # commits between what this record validated and the earlier claims' last one: those claims'
+            # own slots are known; anything else there (plain writers, compensations) is looked at
+            found: int | None = None
+            for v in range(change.base_version + 1, after + 1):
+                if v in taken:
+                    continue
+                existing = log.read_commit(v)
+                if ours(marker(existing)):
+                    found = v
+                    break
+                foreign(v, existing)
+            if found is None:
+                found = _put_walking(log, max(change.base_version, after) + 1, full, ours, foreign)
+            version = found
         except ConflictError as conflict:
             return _abort(glog, record, done, f"plain writer: {conflict}", conflict=conflict)
         except InvalidObjectPathError as refused:
@@ -197,10 +273,38 @@ def _abort(
     conflict: ConflictError | None = None,
     unpublishable: InvalidObjectPathError | None = None,
 ) -> PublishResult:
-    """Compensate the tables already published, then decide ``aborted`` (unless decided already)."""
-    decided = glog.read_outcome(record.version)
-    if decided is not None and decided.committed:  # another client finished it first: nothing to undo
-        return PublishResult(decided, published=frozenset(t for t, *_ in done))
-    _compensate_all(record, done)
+    """Decide ``aborted`` (unless decided already), then compensate the tables already published.
+
+    Deciding first means a version another client decided ``committed`` is never compensated. A crash
+    between the two leaves an aborted commit without its compensation: the next writer of the table
+    finishes it (:func:`compensate_aborted`) before it adopts anything there.
+    """
+    published = frozenset(t for t, *_ in done)
     outcome = glog.decide(Outcome(record.version, record.txid, "aborted", {}, now_ms(), reason=reason))
-    return PublishResult(outcome, conflict, unpublishable, frozenset(t for t, *_ in done))
+    if outcome.committed:  # another client finished it first: nothing to undo
+        return PublishResult(outcome, published=published)
+    _compensate_all(record, done)
+    return PublishResult(outcome, conflict, unpublishable, published)
+
+
+def compensate_aborted(glog: GlobalLog, log: DeltaLog, commits: Mapping[int, Sequence[Action]]) -> bool:
+    """Compensate commits of aborted global versions that no compensation follows (a crash left them).
+
+    ``commits`` are the table's commits beyond the lakehouse's map. Returns whether anything was written.
+    """
+    compensated = {str(m.get("txn")) for a in commits.values() if (m := marker(a)) is not None and m.get("compensates")}
+    wrote = False
+    for version in sorted(commits):
+        m = marker(commits[version])
+        if m is None or m.get("compensates") or str(m.get("txn")) in compensated:
+            continue
+        g = m.get("globalVersion")
+        if not isinstance(g, int):
+            continue
+        outcome = glog.read_outcome(g)
+        if outcome is None or outcome.committed:
+            continue  # undecided (its publisher decides and compensates) or committed
+        actions = [a for a in commits[version] if not isinstance(a, CommitInfo)]
+        _compensate(log, glog.read_record(g), version, actions)
+        wrote = True
+    return wrote

@@ -34,7 +34,7 @@ from txlake.errors import (
     TxlakeError,
 )
 from txlake.expr import parse_expression
-from txlake.lakehouse.log import GlobalVersionTakenError
+from txlake.lakehouse.log import GlobalVersionTakenError, LogView
 from txlake.lakehouse.records import (
     ISOLATION_LEVELS,
     CatalogOp,
@@ -48,13 +48,13 @@ from txlake.lakehouse.records import (
 )
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
-from txlake.txn.publish import PublishResult, publish
+from txlake.txn.publish import PublishResult, load_actions, publish
 from txlake.txn.staging import TableWork
 
 if TYPE_CHECKING:
     from txlake.txn.context import LakeContext
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 128
 """Longest namespace or table name part: the table's directory must fit a file name on every store."""
 PUBLISH_ATTEMPTS = 4
@@ -69,7 +69,7 @@ DmlEngine = Literal["auto", "arrow", "spark"]
 def split_name(name: str) -> tuple[str, str]:
     """``namespace.table`` -> (namespace, table); nested namespaces ``a.b.t`` are allowed."""
     parts = name.split(".")
-    if len(parts) < 2 or not all(_NAME.match(p) for p in parts):
+    if len(parts) < 2 or not all(_NAME.fullmatch(p) for p in parts):
         raise ValueError(f"table names look like 'namespace.table' (letters, digits, _), got {name!r}")
     _check_lengths(name, parts)
     return ".".join(parts[:-1]), parts[-1]
@@ -152,12 +152,21 @@ class Transaction:
             raise TransactionClosedError(f"transaction {self.txid} is already {self._status}")
 
     def abort(self) -> None:
-        """Discard everything staged; data files written so far are deleted (nothing was published)."""
+        """Discard everything staged; data files written so far are deleted (nothing was published).
+
+        A transaction interrupted (``KeyboardInterrupt``) after it claimed a version cannot be aborted any
+        more: its claim is decidable, so it is left for roll-forward (status ``unknown``), nothing deleted.
+        """
         self._ensure_active()
+        if self._claimed is not None:
+            self._status = "unknown"
+            return
         self._status = "aborted"
         self._discard()
 
     def _discard(self) -> None:
+        if self._claimed is not None:  # a claimed version may be published by anyone: keep its files
+            return
         for work in self._work.values():
             try:
                 work.discard()
@@ -193,7 +202,7 @@ class Transaction:
         self, name: str, properties: Mapping[str, str] | None = None, *, if_not_exists: bool = False
     ) -> None:
         self._ensure_active()
-        if not all(_NAME.match(p) for p in name.split(".")):
+        if not all(_NAME.fullmatch(p) for p in name.split(".")):
             raise ValueError(f"invalid namespace name {name!r}")
         _check_lengths(name, name.split("."))
         self._read_namespaces.add(name.lower())
@@ -571,15 +580,17 @@ class Transaction:
 
     def _commit(self) -> CommitResult:
         checked: dict[str, int] = {tid: w.base_version for tid, w in self._work.items()}
+        seen: set[tuple[str, int]] = set()  # (table, claimed version) already validated from its record
         rebases = 0
         deadline = time.monotonic() + self._ctx.commit_timeout
+        view = self._ctx.view()
         while True:
-            latest = self._ctx.settled_state()
-            self._validate_catalog(latest)
-            bases = self._validate_tables(latest, checked)
-            record = self._record(latest, bases)
+            claimed = view.claimed_state()
+            self._validate_catalog(claimed)
+            bases = self._validate_tables(view, claimed, checked, seen)
+            record = self._record(view, bases)
             if not record.tables and not record.catalog:
-                return CommitResult(latest.version, self.read_version, read_only=True)
+                return CommitResult(view.latest, self.read_version, read_only=True)
             try:
                 self._claim(record)
             except GlobalVersionTakenError:
@@ -589,18 +600,30 @@ class Transaction:
                         f"could not claim a global version within {self._ctx.commit_timeout:.0f}s",
                         read_version=self.read_version,
                     ) from None
-                time.sleep(random.uniform(0, min(0.05, 0.002 * 2 ** min(rebases, 5))))
+                view = self._next_view(view, record.version, rebases)
                 continue
             published = self._publish(record)
             if not published.outcome.committed:
                 self._aborted(record, published)
             try:
+                # readers see the decided prefix: wait for the earlier claims still publishing
+                self._ctx.await_prefix(record.version)
                 self._ctx.after_commit(record.version)
-            except TxlakeError as exc:  # checkpoints are an optimisation: the commit stands
-                _log.warning("txlake: maintenance after global version %d failed: %s", record.version, exc)
+            except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
+                _log.warning("txlake: after committing global version %d: %s", record.version, exc)
             return CommitResult(
                 record.version, self.read_version, dict(published.outcome.table_versions), rebases=rebases
             )
+
+    def _next_view(self, view: LogView, lost: int, rebases: int) -> LogView:
+        """After losing the claim of ``lost``: learn the winner's record (one GET) instead of re-listing."""
+        if rebases % 16 == 0:  # now and then start afresh: the decided prefix moved, leases may have expired
+            return self._ctx.view()
+        time.sleep(random.uniform(0, min(0.005, 0.0005 * 2 ** min(rebases, 4))))
+        try:
+            return view.with_claim(self._ctx.glog.read_record(lost))
+        except TxlakeError:
+            return self._ctx.view()
 
     def _claim(self, record: GlobalRecord) -> None:
         """Put-if-absent the record; an ambiguous failure makes the commit state unknown."""
@@ -634,7 +657,7 @@ class Transaction:
         failure: TxlakeError | None = None
         for _ in range(PUBLISH_ATTEMPTS):
             try:
-                return publish(self._ctx.store, self._ctx.glog, record)
+                return publish(self._ctx.store, self._ctx.glog, record, self._ctx.await_decided)
             except TxlakeError as exc:  # publication is idempotent: run it again from the start
                 failure = exc
             time.sleep(delay * random.uniform(0.5, 1.0))
@@ -652,6 +675,9 @@ class Transaction:
     def _aborted(self, record: GlobalRecord, published: PublishResult) -> None:
         """Our claimed version was decided aborted: delete the files no published commit references, raise."""
         reason: TxlakeError | None = published.conflict or published.unpublishable
+        if published.conflict is not None:  # a plain writer's commit raced the publication: adopt it
+            named = published.conflict.table  # publication names a table by its path
+            self._unadopted.update(tid for tid, w in self._work.items() if named in (w.entry.path, w.entry.name))
         if reason is not None:  # decided by our own publication: ``published`` names every published table
             for tid, work in self._work.items():
                 if tid not in published.published:
@@ -743,45 +769,79 @@ class Transaction:
             message, table=name, read_version=self.read_version, winning_version=latest.version
         )
 
-    def _validate_tables(self, latest: LakehouseState, checked: dict[str, int]) -> dict[str, int]:
-        """Check every Delta commit since this transaction's snapshot of each table it touched.
+    def _validate_tables(
+        self, view: LogView, claimed: LakehouseState, checked: dict[str, int], seen: set[tuple[str, int]]
+    ) -> dict[str, int]:
+        """Check every change since this transaction's snapshot of each table it touched.
 
-        Returns the Delta version each written table's commit will follow (its base), including
+        Published changes are checked as Delta commits (the decided prefix's, and plain writers' commits a
+        probe finds beyond it); claimed versions that may not be published yet are checked from their
+        records. Returns the Delta version each written table's commit follows (its base), including
         plain-Delta commits found beyond the lakehouse's map (which this record then adopts).
         """
         bases: dict[str, int] = {}
+        decided = view.decided
         for tid, work in self._work.items():
             if work.snapshot is None:
                 bases[tid] = -1
                 continue
-            if tid not in latest.tables:
+            if tid not in claimed.tables or tid not in decided.tables:
                 continue
             pending = self._pending(work)
             relevant = work.writes or bool(work.dml_predicates) or self.isolation == "serializable"
-            mapped = latest.table_versions[tid]
+            mapped = decided.table_versions[tid]
+            claims = [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)]
             upto = mapped
-            if work.writes or tid in self._adopt:
+            if (work.writes or tid in self._adopt) and not claims:
+                # with claims on the table in flight, plain writers' commits are met when publishing
                 upto = self._ctx.probe_delta_latest(work.entry, mapped)
-            if relevant and upto > checked[tid]:
+            if not relevant:
+                bases[tid] = upto
+                continue
+            if upto > checked[tid]:
                 versions = list(range(checked[tid] + 1, upto + 1))
-                for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
-                    summary = ChangeSummary.of(actions)
-                    try:
-                        check(
-                            pending,
-                            summary,
-                            self.isolation,
-                            read_version=self.read_version,
-                            winning_version=summary.global_version,
-                            delta_version=v,
-                        )
-                    except ConflictError:
-                        if v > mapped:  # a plain writer's commit no global version holds yet
-                            self._unadopted.add(tid)
-                        raise
+                self._check_commits(work, pending, versions, mapped)
                 checked[tid] = upto
+            for claim in claims:
+                if (tid, claim.version) not in seen:
+                    self._check_claim(work, pending, claim)
+                    seen.add((tid, claim.version))
             bases[tid] = upto
         return bases
+
+    def _check_commits(self, work: TableWork, pending: PendingChange, versions: list[int], mapped: int) -> None:
+        for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
+            summary = ChangeSummary.of(actions)
+            try:
+                check(
+                    pending,
+                    summary,
+                    self.isolation,
+                    read_version=self.read_version,
+                    winning_version=summary.global_version,
+                    delta_version=v,
+                )
+            except ConflictError:
+                if v > mapped and summary.global_version is None:  # a plain writer's, not adopted yet
+                    self._unadopted.add(work.entry.id)
+                raise
+
+    def _check_claim(self, work: TableWork, pending: PendingChange, claim: GlobalRecord) -> None:
+        """Check a claimed version's change on the table (from its record: it may not be published yet)."""
+        change = claim.table(work.entry.id)
+        assert change is not None
+        if change.adopted_from is not None:  # plain writers' commits it adopts are published
+            adopted = list(range(change.adopted_from, change.base_version + 1))
+            self._check_commits(work, pending, adopted, change.base_version)
+        if change.writes:
+            check(
+                pending,
+                ChangeSummary.of(load_actions(self._ctx.store, change)),
+                self.isolation,
+                read_version=self.read_version,
+                winning_version=claim.version,
+                delta_version=None,
+            )
 
     def _pending(self, work: TableWork) -> PendingChange:
         return PendingChange(
@@ -793,7 +853,8 @@ class Transaction:
             query_reads=work.query_reads(),
         )
 
-    def _record(self, latest: LakehouseState, bases: Mapping[str, int]) -> GlobalRecord:
+    def _record(self, view: LogView, bases: Mapping[str, int]) -> GlobalRecord:
+        latest = view.decided
         changes = []
         for tid, work in self._work.items():
             if tid not in bases:
@@ -818,7 +879,7 @@ class Transaction:
             )
         now = now_ms()
         return GlobalRecord(
-            version=latest.version + 1,
+            version=view.latest + 1,
             txid=self.txid,
             kind="txn",
             read_version=self.read_version,
@@ -828,6 +889,12 @@ class Transaction:
             tables=tuple(changes),
             catalog=tuple(self._ops),
         )
+
+
+def _changes(record: GlobalRecord, table_id: str) -> bool:
+    """Whether a claimed version writes the table or adopts plain commits into it."""
+    change = record.table(table_id)
+    return change is not None and (change.writes or change.adopted_from is not None)
 
 
 @dataclass(frozen=True, slots=True)
