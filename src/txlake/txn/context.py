@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from txlake.delta.checkpoint import write_checkpoint
@@ -15,6 +16,7 @@ from txlake.storage import ObjectStore
 from txlake.txn.engine import DataEngine, NoDataEngineError
 from txlake.txn.publish import compensate_aborted, publish
 
+PROBE_CONCURRENCY = 16
 DELTA_CHECKPOINT_INTERVAL = 100
 """Default ``delta.checkpointInterval`` (delta-rs's default; Spark's is 10). A checkpoint rewrites every
 live file of the table, so a small interval makes frequent small commits pay for it (measured: 10 costs
@@ -98,6 +100,13 @@ class LakeContext:
         if compensate_aborted(self.glog, log, commits):
             latest = log.list(from_version=mapped + 1).latest_commit or latest
         return latest
+
+    def probe_all(self, tables: list[tuple[TableEntry, int]]) -> list[int]:
+        """:meth:`probe_delta_latest` of several tables, concurrently."""
+        if len(tables) <= 1:
+            return [self.probe_delta_latest(entry, mapped) for entry, mapped in tables]
+        with ThreadPoolExecutor(max_workers=min(PROBE_CONCURRENCY, len(tables))) as pool:
+            return list(pool.map(lambda t: self.probe_delta_latest(*t), tables))
 
     def table_path(self, namespace: str, short: str, table_id: str, *, taken: list[str]) -> str:
         """``<namespace>/<table>`` unless that location is used (a dropped table's files), then suffixed."""

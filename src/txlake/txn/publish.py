@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Remove, action_from_json, now_ms
@@ -180,78 +181,98 @@ def _earlier_txlake(record: GlobalRecord, existing: Sequence[Action]) -> bool:
     return isinstance(g, int) and g < record.version
 
 
+PUBLISH_CONCURRENCY = 16
+"""Tables of one record published at once (each waits only for earlier claims on itself)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _TableOutcome:
+    """How publishing one table of a record ended: its Delta version, or why it could not be published."""
+
+    table_id: str
+    version: int | None = None
+    published: _Published | None = None
+    error: Exception | None = None
+
+
+def _publish_table(
+    store: ObjectStore, glog: GlobalLog, record: GlobalRecord, change: TableChange, await_decided: AwaitDecided
+) -> _TableOutcome:
+    after, taken = _before(glog, record, change.table_id, await_decided)
+    if not change.writes:
+        return _TableOutcome(change.table_id, max(change.base_version, after))  # adopted plain commits
+    log = DeltaLog(store, change.path)
+    actions = load_actions(store, change)
+    info = commit_info(
+        change.operation,
+        {"globalVersion": record.version, "isolation": record.isolation},
+        isBlindAppend=change.blind_append,
+        txlake=_tag(record),
+    )
+    full: list[Action] = [info, *actions]
+
+    def ours(m: dict[str, object] | None) -> bool:
+        return m is not None and m.get("txn") == record.txid and not m.get("compensates")
+
+    def foreign(version: int, existing: list[Action]) -> None:
+        if _earlier_txlake(record, existing):
+            return
+        pending = _pending(store, change, actions, log)
+        summary = ChangeSummary.of(existing)
+        check(
+            pending,
+            summary,
+            record.isolation,
+            read_version=record.read_version,
+            winning_version=summary.global_version,
+            delta_version=version,
+        )
+
+    try:
+        # commits between what this record validated and the earlier claims' last one: those claims'
+        # own slots are known; anything else there (plain writers, compensations) is looked at
+        found: int | None = None
+        for v in range(change.base_version + 1, after + 1):
+            if v in taken:
+                continue
+            existing = log.read_commit(v)
+            if ours(marker(existing)):
+                found = v
+                break
+            foreign(v, existing)
+        if found is None:
+            found = _put_walking(log, max(change.base_version, after) + 1, full, ours, foreign)
+    except (ConflictError, InvalidObjectPathError) as exc:
+        return _TableOutcome(change.table_id, error=exc)
+    return _TableOutcome(change.table_id, found, (change.table_id, log, found, actions))
+
+
 def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord, await_decided: AwaitDecided) -> PublishResult:
     """Publish every table change of ``record`` and decide its outcome (idempotent, any client).
 
-    A table's commit goes to the first free Delta version after every earlier claim's commit on that table
-    (``await_decided`` waits for those). Plain writers' commits met on the way are conflict-checked; an
-    incompatible one aborts the version, compensating what is already published.
+    Tables are published concurrently. A table's commit goes to the first free Delta version after every
+    earlier claim's commit on that table (``await_decided`` waits for those). Plain writers' commits met on
+    the way are conflict-checked; an incompatible one aborts the version (decided first, then the tables
+    already published are compensated). Other failures are raised: publication can simply be run again.
     """
-    versions: dict[str, int] = {}
-    done: list[_Published] = []
-    for change in sorted(record.tables, key=lambda c: c.table_id):
-        if not change.writes and change.adopted_from is None:
-            continue  # a table it only read: its version does not change
-        after, taken = _before(glog, record, change.table_id, await_decided)
-        if not change.writes:
-            versions[change.table_id] = max(change.base_version, after)  # adopted plain commits
-            continue
-        log = DeltaLog(store, change.path)
-        actions = load_actions(store, change)
-        info = commit_info(
-            change.operation,
-            {"globalVersion": record.version, "isolation": record.isolation},
-            isBlindAppend=change.blind_append,
-            txlake=_tag(record),
-        )
-        full: list[Action] = [info, *actions]
-
-        def ours(m: dict[str, object] | None) -> bool:
-            return m is not None and m.get("txn") == record.txid and not m.get("compensates")
-
-        def foreign(
-            version: int,
-            existing: list[Action],
-            change: TableChange = change,
-            log: DeltaLog = log,
-            actions: Sequence[Action] = actions,
-        ) -> None:
-            if _earlier_txlake(record, existing):
-                return
-            pending = _pending(store, change, actions, log)
-            summary = ChangeSummary.of(existing)
-            check(
-                pending,
-                summary,
-                record.isolation,
-                read_version=record.read_version,
-                winning_version=summary.global_version,
-                delta_version=version,
-            )
-
-        try:
-            # commits between what this record validated and the earlier claims' last one: those claims'
-            # own slots are known; anything else there (plain writers, compensations) is looked at
-            found: int | None = None
-            for v in range(change.base_version + 1, after + 1):
-                if v in taken:
-                    continue
-                existing = log.read_commit(v)
-                if ours(marker(existing)):
-                    found = v
-                    break
-                foreign(v, existing)
-            if found is None:
-                found = _put_walking(log, max(change.base_version, after) + 1, full, ours, foreign)
-            version = found
-        except ConflictError as conflict:
-            return _abort(glog, record, done, f"plain writer: {conflict}", conflict=conflict)
-        except InvalidObjectPathError as refused:
+    changes = sorted(
+        (c for c in record.tables if c.writes or c.adopted_from is not None),  # tables only read keep their version
+        key=lambda c: c.table_id,
+    )
+    if len(changes) <= 1:
+        outcomes = [_publish_table(store, glog, record, c, await_decided) for c in changes]
+    else:
+        with ThreadPoolExecutor(max_workers=min(PUBLISH_CONCURRENCY, len(changes))) as pool:
+            outcomes = list(pool.map(lambda c: _publish_table(store, glog, record, c, await_decided), changes))
+    done = [o.published for o in outcomes if o.published is not None]
+    for o in outcomes:  # in table-id order: every client names the same reason
+        if isinstance(o.error, ConflictError):
+            return _abort(glog, record, done, f"plain writer: {o.error}", conflict=o.error)
+        if isinstance(o.error, InvalidObjectPathError):
             # deterministic: every client would fail the same way, so the version is decided aborted
             # (compensating what is published) instead of blocking the log forever
-            return _abort(glog, record, done, f"unpublishable: {refused}", unpublishable=refused)
-        versions[change.table_id] = version
-        done.append((change.table_id, log, version, actions))
+            return _abort(glog, record, done, f"unpublishable: {o.error}", unpublishable=o.error)
+    versions = {o.table_id: o.version for o in outcomes if o.version is not None}
     outcome = glog.decide(Outcome(record.version, record.txid, "committed", versions, now_ms()))
     if not outcome.committed:
         # a helper decided aborted (our lease had expired) while we were still publishing: undo ours too

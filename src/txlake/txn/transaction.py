@@ -781,20 +781,29 @@ class Transaction:
         """
         bases: dict[str, int] = {}
         decided = view.decided
-        for tid, work in self._work.items():
-            if work.snapshot is None:
-                bases[tid] = -1
-                continue
-            if tid not in claimed.tables or tid not in decided.tables:
-                continue
+        live = [
+            (tid, work)
+            for tid, work in self._work.items()
+            if work.snapshot is not None and tid in claimed.tables and tid in decided.tables
+        ]
+        bases.update((tid, -1) for tid, work in self._work.items() if work.snapshot is None)
+        claims_on = {
+            tid: [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)] for tid, _ in live
+        }
+        # one HEAD per written table for plain writers' commits beyond the map, all at once; with claims on
+        # the table in flight, plain writers' commits are met when publishing instead
+        probes = [
+            (work.entry, decided.table_versions[tid])
+            for tid, work in live
+            if (work.writes or tid in self._adopt) and not claims_on[tid]
+        ]
+        probed = dict(zip([e.id for e, _ in probes], self._ctx.probe_all(probes), strict=True))
+        for tid, work in live:
             pending = self._pending(work)
             relevant = work.writes or bool(work.dml_predicates) or self.isolation == "serializable"
             mapped = decided.table_versions[tid]
-            claims = [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)]
-            upto = mapped
-            if (work.writes or tid in self._adopt) and not claims:
-                # with claims on the table in flight, plain writers' commits are met when publishing
-                upto = self._ctx.probe_delta_latest(work.entry, mapped)
+            claims = claims_on[tid]
+            upto = probed.get(tid, mapped)
             if not relevant:
                 bases[tid] = upto
                 continue
