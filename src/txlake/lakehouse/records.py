@@ -140,7 +140,6 @@ class TableChange:
     path: str
     base_version: int
     actions: tuple[Action, ...] = ()
-    actions_ref: str | None = None
     operation: str = "WRITE"
     blind_append: bool = False
     dml_reads: ReadSet = field(default_factory=ReadSet)
@@ -149,7 +148,7 @@ class TableChange:
 
     @property
     def writes(self) -> bool:
-        return bool(self.actions) or self.actions_ref is not None
+        return bool(self.actions)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -159,10 +158,7 @@ class TableChange:
             "operation": self.operation,
             "blindAppend": self.blind_append,
         }
-        if self.actions_ref is not None:
-            doc["actionsRef"] = self.actions_ref
-        else:
-            doc["actions"] = [a.to_json() for a in self.actions]
+        doc["actions"] = [a.to_json() for a in self.actions]
         if not self.dml_reads.empty:
             doc["dmlReads"] = self.dml_reads.to_json()
         if not self.query_reads.empty:
@@ -178,7 +174,6 @@ class TableChange:
             path=d["path"],
             base_version=int(d["baseVersion"]),
             actions=tuple(action_from_json(a) for a in d.get("actions") or ()),
-            actions_ref=d.get("actionsRef"),
             operation=d.get("operation", "WRITE"),
             blind_append=bool(d.get("blindAppend", False)),
             dml_reads=ReadSet.from_json(d.get("dmlReads")),
@@ -187,7 +182,7 @@ class TableChange:
         )
 
 
-RecordKind: TypeAlias = Literal["init", "txn", "sync"]
+RecordKind: TypeAlias = Literal["init", "txn"]
 
 
 @dataclass(frozen=True, slots=True)

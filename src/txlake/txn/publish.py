@@ -6,12 +6,11 @@ it, any number of times, and they all reach the same Delta versions and the same
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Remove, action_from_json, now_ms
+from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Remove, now_ms
 from txlake.delta.log import DeltaLog
 from txlake.delta.schema import schema_from_json
 from txlake.delta.snapshot import load_snapshot
@@ -52,11 +51,8 @@ def marker(actions: Sequence[Action]) -> dict[str, object] | None:
 
 
 def load_actions(store: ObjectStore, change: TableChange) -> tuple[Action, ...]:
-    """A table change's actions, inline or from the prepared file it references."""
-    if change.actions_ref is None:
-        return change.actions
-    data = store.get(change.actions_ref)
-    return tuple(action_from_json(json.loads(line)) for line in data.decode().splitlines() if line.strip())
+    """A table change's actions (kept inline in its record)."""
+    return change.actions
 
 
 def _put_walking(

@@ -1,1 +1,0 @@
-"""txlake.maintenance (see DESIGN §10)."""
