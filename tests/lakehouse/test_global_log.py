@@ -10,7 +10,9 @@ from txlake.delta.actions import Add
 from txlake.errors import CorruptLogError, VersionNotFoundError
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import (
-    CatalogOp,
+    CreateNamespace,
+    CreateTable,
+    DropTable,
     GlobalRecord,
     LakehouseState,
     Outcome,
@@ -45,7 +47,7 @@ def test_record_and_outcome_round_trip() -> None:
         query_reads=ReadSet((None,), frozenset()),
         adopted_from=3,
     )
-    record = _record(7, tables=(change,), catalog=(CatalogOp("create_namespace", "ns"),))
+    record = _record(7, tables=(change,), catalog=(CreateNamespace("ns"),))
     assert GlobalRecord.from_bytes(record.to_bytes()) == record
     outcome = Outcome(7, "t1", "committed", {"id1": 5}, 9)
     assert Outcome.from_bytes(outcome.to_bytes()) == outcome
@@ -56,14 +58,14 @@ def test_apply_is_pure_and_ignores_aborted() -> None:
     create = _record(
         1,
         catalog=(
-            CatalogOp("create_namespace", "ns"),
-            CatalogOp("create_table", "ns.t", table_id="id1", path="ns/t"),
+            CreateNamespace("ns"),
+            CreateTable("ns.t", table_id="id1", path="ns/t"),
         ),
     )
     s1 = apply(s0, create, Outcome(1, "t1", "committed", {"id1": 0}, 5))
     assert s0.tables == {} and s0.version == 0
     assert s1.table_names() == ["ns.t"] and s1.table_versions == {"id1": 0}
-    s2 = apply(s1, _record(2, catalog=(CatalogOp("drop_table", "ns.t", table_id="id1"),)), Outcome(2, "t", "aborted"))
+    s2 = apply(s1, _record(2, catalog=(DropTable("ns.t", table_id="id1"),)), Outcome(2, "t", "aborted"))
     assert s2.version == 2 and s2.table_names() == ["ns.t"]
     with pytest.raises(CorruptLogError):
         apply(s1, _record(5), Outcome(5, "t", "committed"))

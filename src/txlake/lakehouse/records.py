@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from txlake.delta.actions import Action, action_from_json
-from txlake.errors import CorruptLogError
+from txlake.errors import ConcurrentTransactionError, CorruptLogError
 
 FORMAT_VERSION = 1
 Isolation: TypeAlias = Literal["snapshot", "write_serializable", "serializable"]
@@ -56,23 +56,42 @@ class TableEntry:
         return cls(d["id"], d["name"], d["path"], int(d["createdVersion"]), dict(d.get("properties") or {}))
 
 
+CatalogOpKind: TypeAlias = Literal[
+    "create_namespace", "drop_namespace", "create_table", "drop_table", "rename_table", "set_properties"
+]
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogOp:
-    """One catalog change: create/drop namespace, create/drop/rename table, set properties or a tag."""
+    """One catalog change of a global record; each kind is a subclass with its requirement and its effect.
 
-    op: Literal[
-        "create_namespace",
-        "drop_namespace",
-        "create_table",
-        "drop_table",
-        "rename_table",
-        "set_properties",
-    ]
+    ``validate(state)`` raises :class:`ConcurrentTransactionError` when the change no longer fits the latest
+    state (a concurrent commit created or dropped what it relies on); ``apply(state, version)`` is the pure
+    new state. Records keep them as JSON objects with an ``op`` key.
+    """
+
+    op: ClassVar[CatalogOpKind]
     name: str
     table_id: str | None = None
     new_name: str | None = None
     path: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+
+    def validate(self, state: LakehouseState) -> None:
+        """Raise if this change cannot follow ``state``."""
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        """The state after this change, made at global version ``version``."""
+        raise NotImplementedError
+
+    def _conflict(self, message: str, name: str | None = None) -> ConcurrentTransactionError:
+        return ConcurrentTransactionError(message, table=name or self.name)
+
+    def _entry(self, state: LakehouseState) -> TableEntry:
+        entry = state.tables.get(self.table_id or "")
+        if entry is None:
+            raise self._conflict(f"table {self.name} was dropped concurrently")
+        return entry
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"op": self.op, "name": self.name}
@@ -86,16 +105,100 @@ class CatalogOp:
             doc["properties"] = dict(self.properties)
         return doc
 
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> CatalogOp:
-        return cls(
-            d["op"],
-            d["name"],
-            d.get("tableId"),
-            d.get("newName"),
-            d.get("path"),
-            dict(d.get("properties") or {}),
-        )
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> CatalogOp:
+        kind = _CATALOG_OPS.get(d["op"])
+        if kind is None:
+            raise ValueError(f"unknown catalog operation {d['op']!r}")
+        return kind(d["name"], d.get("tableId"), d.get("newName"), d.get("path"), dict(d.get("properties") or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class CreateNamespace(CatalogOp):
+    op: ClassVar[CatalogOpKind] = "create_namespace"
+
+    def validate(self, state: LakehouseState) -> None:
+        if state.has_namespace(self.name):
+            raise self._conflict(f"namespace {self.name} was created concurrently")
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        return replace(state, namespaces={**state.namespaces, self.name: dict(self.properties)})
+
+
+@dataclass(frozen=True, slots=True)
+class DropNamespace(CatalogOp):
+    op: ClassVar[CatalogOpKind] = "drop_namespace"
+
+    def validate(self, state: LakehouseState) -> None:
+        if state.table_names(self.name):
+            raise self._conflict(f"namespace {self.name} got tables concurrently")
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        return replace(state, namespaces={k: v for k, v in state.namespaces.items() if k != self.name})
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTable(CatalogOp):
+    op: ClassVar[CatalogOpKind] = "create_table"
+
+    def validate(self, state: LakehouseState) -> None:
+        if state.table_by_name(self.name) is not None:
+            raise self._conflict(f"table {self.name} was created concurrently")
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        if self.table_id is None or self.path is None:
+            return state
+        entry = TableEntry(self.table_id, self.name, self.path, version, dict(self.properties))
+        return replace(state, tables={**state.tables, self.table_id: entry})
+
+
+@dataclass(frozen=True, slots=True)
+class DropTable(CatalogOp):
+    op: ClassVar[CatalogOpKind] = "drop_table"
+
+    def validate(self, state: LakehouseState) -> None:
+        self._entry(state)
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        tables = {k: v for k, v in state.tables.items() if k != self.table_id}
+        versions = {k: v for k, v in state.table_versions.items() if k != self.table_id}
+        return replace(state, tables=tables, table_versions=versions)
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTable(CatalogOp):
+    op: ClassVar[CatalogOpKind] = "rename_table"
+
+    def validate(self, state: LakehouseState) -> None:
+        self._entry(state)
+        if self.new_name and state.table_by_name(self.new_name) is not None:
+            raise self._conflict(f"table {self.new_name} was created concurrently", self.new_name)
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        old = state.tables.get(self.table_id or "")
+        if old is None or self.new_name is None:
+            return state
+        return replace(state, tables={**state.tables, old.id: replace(old, name=self.new_name)})
+
+
+@dataclass(frozen=True, slots=True)
+class SetProperties(CatalogOp):
+    op: ClassVar[CatalogOpKind] = "set_properties"
+
+    def validate(self, state: LakehouseState) -> None:
+        self._entry(state)
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        old = state.tables.get(self.table_id or "")
+        if old is None:
+            return state
+        entry = replace(old, properties={**old.properties, **self.properties})
+        return replace(state, tables={**state.tables, old.id: entry})
+
+
+_CATALOG_OPS: dict[str, type[CatalogOp]] = {
+    kind.op: kind for kind in (CreateNamespace, DropNamespace, CreateTable, DropTable, RenameTable, SetProperties)
+}
 
 
 # ------------------------------------------------------------------------------------------- records
@@ -341,25 +444,9 @@ class LakehouseState:
 
 def apply_catalog(state: LakehouseState, ops: Sequence[CatalogOp], version: int) -> LakehouseState:
     """The state after catalog operations (validated before claiming; applied blindly here)."""
-    namespaces = dict(state.namespaces)
-    tables = dict(state.tables)
-    versions = dict(state.table_versions)
     for op in ops:
-        if op.op == "create_namespace":
-            namespaces[op.name] = dict(op.properties)
-        elif op.op == "drop_namespace":
-            namespaces.pop(op.name, None)
-        elif op.op == "create_table" and op.table_id is not None and op.path is not None:
-            tables[op.table_id] = TableEntry(op.table_id, op.name, op.path, version, dict(op.properties))
-        elif op.op == "drop_table" and op.table_id is not None:
-            tables.pop(op.table_id, None)
-            versions.pop(op.table_id, None)
-        elif op.op == "rename_table" and op.table_id is not None and op.new_name is not None:
-            tables[op.table_id] = replace(tables[op.table_id], name=op.new_name)
-        elif op.op == "set_properties" and op.table_id is not None:
-            entry = tables[op.table_id]
-            tables[op.table_id] = replace(entry, properties={**entry.properties, **op.properties})
-    return replace(state, namespaces=namespaces, tables=tables, table_versions=versions)
+        state = op.apply(state, version)
+    return state
 
 
 def apply(state: LakehouseState, record: GlobalRecord, outcome: Outcome) -> LakehouseState:

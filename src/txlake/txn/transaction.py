@@ -38,10 +38,15 @@ from txlake.lakehouse.log import GlobalVersionTakenError, LogView
 from txlake.lakehouse.records import (
     ISOLATION_LEVELS,
     CatalogOp,
+    CreateNamespace,
+    CreateTable,
+    DropNamespace,
+    DropTable,
     GlobalRecord,
     Isolation,
     LakehouseState,
     ReadSet,
+    RenameTable,
     TableChange,
     TableEntry,
     apply_catalog,
@@ -210,7 +215,7 @@ class Transaction:
             if if_not_exists:
                 return
             raise TableAlreadyExistsError(f"namespace {name!r} already exists", table=name)
-        self._catalog(CatalogOp("create_namespace", name, properties=dict(properties or {})))
+        self._catalog(CreateNamespace(name, properties=dict(properties or {})))
 
     def drop_namespace(self, name: str) -> None:
         self._ensure_active()
@@ -220,7 +225,7 @@ class Transaction:
             raise TableNotFoundError(f"no namespace {name!r}", table=name)
         if self._view.table_names(name):
             raise ValueError(f"namespace {name!r} is not empty")
-        self._catalog(CatalogOp("drop_namespace", name))
+        self._catalog(DropNamespace(name))
 
     def create_table(
         self,
@@ -247,7 +252,7 @@ class Transaction:
                 return
             raise TableAlreadyExistsError(f"table {name!r} already exists", table=name)
         if not self._view.has_namespace(namespace):
-            self._catalog(CatalogOp("create_namespace", namespace))
+            self._catalog(CreateNamespace(namespace))
         partition_by = list(partition_by or [])
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
@@ -257,7 +262,7 @@ class Transaction:
         metadata = Metadata.new(
             schema_to_json(schema), partition_by, properties, name=short, description=description, table_id=table_id
         )
-        self._catalog(CatalogOp("create_table", name, table_id=table_id, path=path, properties=dict(properties or {})))
+        self._catalog(CreateTable(name, table_id=table_id, path=path, properties=dict(properties or {})))
         entry = self._entry(name)
         self._work[table_id] = TableWork(
             entry,
@@ -275,7 +280,7 @@ class Transaction:
         work = self._work.pop(entry.id, None)
         if work is not None:
             work.discard()
-        self._catalog(CatalogOp("drop_table", entry.name, table_id=entry.id))
+        self._catalog(DropTable(entry.name, table_id=entry.id))
 
     def rename_table(self, name: str, new_name: str) -> None:
         entry = self._entry(name)
@@ -286,8 +291,8 @@ class Transaction:
         if self._view.table_by_name(new_name) is not None:
             raise TableAlreadyExistsError(f"table {new_name!r} already exists", table=new_name)
         if not self._view.has_namespace(namespace):
-            self._catalog(CatalogOp("create_namespace", namespace))
-        self._catalog(CatalogOp("rename_table", entry.name, table_id=entry.id, new_name=new_name))
+            self._catalog(CreateNamespace(namespace))
+        self._catalog(RenameTable(entry.name, table_id=entry.id, new_name=new_name))
 
     def tables(self, namespace: str | None = None) -> list[str]:
         """Table names this transaction sees (a catalog read: serializable validates it at commit)."""
@@ -731,17 +736,11 @@ class Transaction:
                 )
         state = latest
         for op in self._ops:
-            if op.op == "create_namespace" and state.has_namespace(op.name):
-                self._conflict_catalog(f"namespace {op.name} was created concurrently", op.name, latest)
-            if op.op == "create_table" and state.table_by_name(op.name) is not None:
-                self._conflict_catalog(f"table {op.name} was created concurrently", op.name, latest)
-            if op.op in ("drop_table", "rename_table", "set_properties") and op.table_id not in state.tables:
-                self._conflict_catalog(f"table {op.name} was dropped concurrently", op.name, latest)
-            if op.op == "rename_table" and op.new_name and state.table_by_name(op.new_name) is not None:
-                self._conflict_catalog(f"table {op.new_name} was created concurrently", op.new_name, latest)
-            if op.op == "drop_namespace" and state.table_names(op.name):
-                self._conflict_catalog(f"namespace {op.name} got tables concurrently", op.name, latest)
-            state = apply_catalog(state, [op], state.version)
+            try:
+                op.validate(state)
+            except ConcurrentTransactionError as exc:
+                self._conflict_catalog(str(exc), exc.table or op.name, latest)
+            state = op.apply(state, state.version)
 
     def _validate_catalog_reads(self, latest: LakehouseState) -> None:
         """Serializable: every catalog lookup and listing this transaction made still gives the same answer."""
