@@ -28,6 +28,35 @@ from txlake.lakehouse.records import Isolation, ReadSet
 
 
 @dataclass(frozen=True, slots=True)
+class IsolationPolicy:
+    """What an isolation level validates, in one place (the checks themselves are in :func:`check`).
+
+    - snapshot: write-write conflicts on files and metadata only;
+    - write_serializable: also the reads of the transaction's update/delete/merge/overwrite statements;
+    - serializable: also its queries (``read_arrow``/``read``) and its catalog reads, on every table it read.
+    """
+
+    level: Isolation
+
+    @property
+    def query_reads(self) -> bool:
+        """Whether queries (and catalog lookups) join the read set that is validated and recorded."""
+        return self.level == "serializable"
+
+    @property
+    def dml_reads(self) -> bool:
+        return self.level != "snapshot"
+
+    def validates(self, *, writes: bool, dml_reads: bool, query_reads: bool) -> bool:
+        """Whether a table the transaction touched this way must be validated against concurrent changes."""
+        return writes or dml_reads or (self.query_reads and query_reads)
+
+    def records(self, *, writes: bool, query_reads: bool) -> bool:
+        """Whether the table appears in the transaction's global record (written, or read under serializable)."""
+        return writes or (self.query_reads and query_reads)
+
+
+@dataclass(frozen=True, slots=True)
 class ChangeSummary:
     """The conflict-relevant effect of one commit on one table."""
 
@@ -148,12 +177,13 @@ def check(
             ConcurrentTransactionError,
             f"application transaction {sorted(apps)} of {pending.table} committed concurrently",
         )
-    if isolation == "snapshot":
+    policy = IsolationPolicy(isolation)
+    if not policy.dml_reads:
         return
     # A DML statement's predicate read decided what it wrote (even when it matched nothing), so it is
     # validated at write_serializable; query reads only at serializable.
     reads = pending.dml_reads
-    if isolation == "serializable":
+    if policy.query_reads:
         reads = reads.union(pending.query_reads)
     gone = reads.files & winner.removed_data
     if gone:

@@ -51,7 +51,7 @@ from txlake.lakehouse.records import (
     TableEntry,
     apply_catalog,
 )
-from txlake.txn.conflicts import ChangeSummary, PendingChange, check
+from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.publish import PublishResult, load_actions, publish
 from txlake.txn.staging import TableWork
@@ -112,6 +112,7 @@ class Transaction:
             raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
         self._ctx = ctx
         self.isolation: Isolation = isolation
+        self._policy = IsolationPolicy(isolation)
         self.txid = uuid.uuid4().hex
         self._start: LakehouseState = ctx.latest_state()
         self._view: LakehouseState = self._start
@@ -717,15 +718,13 @@ class Transaction:
 
     def _validate_catalog(self, latest: LakehouseState) -> None:
         """Re-check this transaction's catalog assumptions against the latest state (requirements)."""
-        if self.isolation == "serializable" and latest.version != self._start.version:
+        if self._policy.query_reads and latest.version != self._start.version:
             self._validate_catalog_reads(latest)
         for tid, work in self._work.items():
             if work.snapshot is None:
                 continue
-            touched = (
-                work.writes
-                or bool(work.dml_predicates)
-                or (self.isolation == "serializable" and bool(work.query_predicates))
+            touched = self._policy.validates(
+                writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=bool(work.query_predicates)
             )
             if touched and tid not in latest.tables:
                 raise ConcurrentTransactionError(
@@ -799,7 +798,9 @@ class Transaction:
         probed = dict(zip([e.id for e, _ in probes], self._ctx.probe_all(probes), strict=True))
         for tid, work in live:
             pending = self._pending(work)
-            relevant = work.writes or bool(work.dml_predicates) or self.isolation == "serializable"
+            relevant = self._policy.validates(
+                writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=True
+            )
             mapped = decided.table_versions[tid]
             claims = claims_on[tid]
             upto = probed.get(tid, mapped)
@@ -868,7 +869,7 @@ class Transaction:
             if tid not in bases:
                 continue
             adopting = tid in self._adopt and bases[tid] > latest.table_versions.get(tid, -1)
-            if not work.writes and not adopting and not (self.isolation == "serializable" and work.query_predicates):
+            if not adopting and not self._policy.records(writes=work.writes, query_reads=bool(work.query_predicates)):
                 continue
             mapped = latest.table_versions.get(tid, -1)
             actions = tuple(work.actions()) if work.writes else ()
@@ -881,7 +882,7 @@ class Transaction:
                     operation=work.operation(),
                     blind_append=work.only_appends and work.snapshot is not None,
                     dml_reads=work.dml_reads(),
-                    query_reads=work.query_reads() if self.isolation == "serializable" else ReadSet(),
+                    query_reads=work.query_reads() if self._policy.query_reads else ReadSet(),
                     adopted_from=mapped + 1 if bases[tid] > mapped >= 0 else None,
                 )
             )
