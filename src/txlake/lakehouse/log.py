@@ -310,7 +310,8 @@ class GlobalLog:
     def view(self) -> LogView:
         """The decided prefix and every claim after it (see :class:`LogView`)."""
         tail = self.tail()
-        pending = tuple(Pending(self.read_record(v), self.read_outcome(v)) for v in tail.undecided)
+        # the tail just read every outcome there is (decided ones are cached): no second request
+        pending = tuple(Pending(self.read_record(v), self._outcomes.get(v)) for v in tail.undecided)
         return LogView(tail.state, pending)
 
     def nearest_state(self, at_most: int) -> LakehouseState | None:

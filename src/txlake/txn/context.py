@@ -17,6 +17,9 @@ from txlake.txn.engine import DataEngine, NoDataEngineError
 from txlake.txn.publish import compensate_aborted, publish
 
 PROBE_CONCURRENCY = 16
+AWAIT_FIRST_DELAY = 0.002
+AWAIT_MAX_DELAY = 0.02
+"""Polling of an earlier claim's outcome: one GET per wait, backing off from 2 ms to 20 ms."""
 DELTA_CHECKPOINT_INTERVAL = 100
 """Default ``delta.checkpointInterval`` (delta-rs's default; Spark's is 10). A checkpoint rewrites every
 live file of the table, so a small interval makes frequent small commits pay for it (measured: 10 costs
@@ -49,14 +52,14 @@ class LakeContext:
     def await_decided(self, version: int) -> Outcome:
         """The outcome of a claimed version: waited for, or after its lease decided by us (roll-forward)."""
         record = self.glog.read_record(version)
-        delay = 0.001
+        delay = AWAIT_FIRST_DELAY
         while (outcome := self.glog.read_outcome(version)) is None:
             if time.time() * 1000 >= record.lease_until_ms:
                 result = publish(self.store, self.glog, record, self.await_decided)
                 self.helped.append(version)
                 return result.outcome
             time.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, 0.01)
+            delay = min(delay * 1.5, AWAIT_MAX_DELAY)
         return outcome
 
     def settle(self, version: int) -> None:
@@ -74,14 +77,10 @@ class LakeContext:
 
     def await_prefix(self, version: int) -> LakehouseState:
         """Wait until every version up to ``version`` is decided (rolling expired ones forward); its state."""
-        while True:
-            tail = self.glog.tail()
-            if tail.state.version >= version:
-                return self.glog.state_at(version)
-            for v in tail.undecided:
-                if v > version:
-                    break
-                self.await_decided(v)
+        decided = self.glog.tail().state.version
+        for v in range(decided + 1, version + 1):  # in order: each wait polls one outcome
+            self.await_decided(v)
+        return self.glog.state_at(version)
 
     def probe_delta_latest(self, entry: TableEntry, mapped: int) -> int:
         """The table's newest Delta version, normally ``mapped`` (one HEAD); plain writers may be ahead.

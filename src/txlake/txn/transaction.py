@@ -121,6 +121,7 @@ class Transaction:
         self._adopt: set[str] = set()
         self._unadopted: set[str] = set()  # tables whose unadopted plain-writer commits this one conflicted with
         self._claimed: int | None = None  # the global version this transaction claimed (or may have claimed)
+        self._probed: dict[str, tuple[int, int]] = {}  # table -> (mapped version probed at, newest Delta version)
         # catalog reads (serializable validates them): names looked up, namespaces probed, listings taken
         self._read_names: set[str] = set()
         self._read_namespaces: set[str] = set()
@@ -790,12 +791,21 @@ class Transaction:
         }
         # one HEAD per written table for plain writers' commits beyond the map, all at once; with claims on
         # the table in flight, plain writers' commits are met when publishing instead
+        # (a table probed in an earlier round at the same mapped version is not probed again)
         probes = [
             (work.entry, decided.table_versions[tid])
             for tid, work in live
-            if (work.writes or tid in self._adopt) and not claims_on[tid]
+            if (work.writes or tid in self._adopt)
+            and not claims_on[tid]
+            and self._probed.get(tid, (-2, -2))[0] != decided.table_versions[tid]
         ]
-        probed = dict(zip([e.id for e, _ in probes], self._ctx.probe_all(probes), strict=True))
+        for (entry, mapped), upto in zip(probes, self._ctx.probe_all(probes), strict=True):
+            self._probed[entry.id] = (mapped, upto)
+        probed = {
+            tid: self._probed[tid][1]
+            for tid, _ in live
+            if tid in self._probed and self._probed[tid][0] == decided.table_versions[tid] and not claims_on[tid]
+        }
         for tid, work in live:
             pending = self._pending(work)
             relevant = self._policy.validates(
