@@ -102,7 +102,7 @@ def _move(tx: txlake.Transaction, cfg: ChaosConfig, transfer_id: str, src: int, 
     dst_table, dst_id = account(dst, cfg.accounts)
     balance = tx.read_arrow(src_table, where=f"id = {src_id}", columns=["balance"]).column("balance")
     assert len(balance) == 1, f"account {src} is {balance}"
-    moved = min(amount, balance[0].as_py())
+    moved = min(amount, int(balance[0].as_py()))
     if moved <= 0:
         return 0
     tx.update(src_table, set={"balance": f"balance - {moved}"}, where=f"id = {src_id}")
