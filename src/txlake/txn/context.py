@@ -77,6 +77,9 @@ class LakeContext:
 
     def await_prefix(self, version: int) -> LakehouseState:
         """Wait until every version up to ``version`` is decided (rolling expired ones forward); its state."""
+        known = self.glog.nearest_state(version)
+        if known is not None and known.version == version:  # the usual case: we decided it on a decided prefix
+            return known
         decided = self.glog.tail().state.version
         for v in range(decided + 1, version + 1):  # in order: each wait polls one outcome
             self.await_decided(v)
