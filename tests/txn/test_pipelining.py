@@ -13,7 +13,7 @@ import txlake
 from tests.services import StoreLocation
 from tests.txn.conftest import ACCOUNTS, accounts
 from txlake.delta.actions import CommitInfo
-from txlake.errors import SimulatedCrash
+from txlake.errors import ConflictError, SimulatedCrash
 from txlake.storage import FaultRule
 
 deltalake = pytest.importorskip("deltalake")
@@ -115,3 +115,117 @@ def test_pipelined_writers_with_a_crashed_claimer(any_store_uri: StoreLocation) 
         if lake.store.scheme != "memory":  # delta-rs has no memory:// store
             dt = deltalake.DeltaTable(lake.table_location(name), storage_options=options or None)
             assert dt.version() == latest.table_version(name)
+
+
+# ------------------------------------------------------------------- found by adversarial review
+
+
+def _two_tables(uri: str) -> tuple[txlake.Lakehouse, str, str]:
+    lake = txlake.connect(uri, lease_seconds=2)
+    lake.create_table("p.a", ACCOUNTS)
+    lake.create_table("p.b", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("p.a", accounts([1], [10]))
+        tx.append("p.b", accounts([1], [10]))
+    snap = lake.snapshot()
+    first, second = sorted(["p.a", "p.b"], key=lambda n: snap.entry(n).id)
+    return lake, first, second
+
+
+@pytest.mark.parametrize("compensation", ["delayed", "crashed"])
+def test_a_claim_behind_an_aborted_one_never_publishes_on_its_uncompensated_commit(
+    tmp_path: object, compensation: str
+) -> None:
+    """v aborts at publication (a plain delete races it on its second table) after publishing its first
+    table; T, a blind append to that first table, is claimed behind v. T must not put its commit on top of
+    v's commit before v's compensation, or T's version would show v's aborted update."""
+    uri = f"file://{tmp_path}"
+    lake, first, second = _two_tables(uri)
+    snap = lake.snapshot()
+    results: dict[str, object] = {}
+
+    def append_behind() -> None:
+        t = txlake.connect(uri, lease_seconds=2).transaction("snapshot")
+        t.append(first, accounts([2], [20]))
+        results["t"] = t.commit()
+
+    behind = threading.Thread(target=append_behind)
+
+    def race() -> None:  # just before v's commit on the second table: a plain delete, then T claims
+        deltalake.DeltaTable(lake.store.url(snap.entry(second).path)).delete("id = 1")
+        claimed = f"_txlake/log/{lake.version() + 2:020d}.json"
+        behind.start()
+        deadline = time.monotonic() + 30
+        while not lake.store.exists(claimed) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    first_log = f"{snap.entry(first).path}/_delta_log/"
+    second_log = f"{snap.entry(second).path}/_delta_log/"
+    lake.store.faults.add(FaultRule("PUT", 1, "hook", path_contains=second_log, hook=race))
+    if compensation == "crashed":  # v dies right after deciding aborted, before compensating
+        lake.store.faults.add(FaultRule("PUT", 2, "crash_before", path_contains=first_log))
+    else:
+        lake.store.faults.add(FaultRule("PUT", 2, "hook", path_contains=first_log, hook=lambda: time.sleep(1.0)))
+    v = lake.transaction("snapshot")
+    v.update(first, set={"balance": "999"}, where="id = 1")
+    v.update(second, set={"balance": "999"}, where="id = 1")
+    with pytest.raises((ConflictError, SimulatedCrash)):
+        v.commit()
+    behind.join(timeout=60)
+    fresh = txlake.connect(uri)
+    assert fresh.transaction_status(v.txid) == "aborted"
+    for g in range(snap.version, fresh.version() + 1):
+        balances = dict(zip(*fresh.snapshot(g).read_arrow(first).to_pydict().values(), strict=True))
+        assert balances.get(1) == 10, f"version {g} shows the aborted update: {balances}"
+    dt = deltalake.DeltaTable(fresh.table_location(first))
+    assert sorted(r["balance"] for r in dt.to_pyarrow_dataset().to_table().to_pylist()) == [10, 20]
+
+
+def test_serializable_reads_meet_plain_commits_an_earlier_claim_absorbed(tmp_path: object) -> None:
+    """T reads x (serializable) and writes y; P, claimed before T, appends to x, and a plain delete of T's row
+    lands before P publishes: P absorbs it, so only T's publication can see the conflict."""
+    uri = f"file://{tmp_path}"
+    lake = txlake.connect(uri, lease_seconds=5)
+    lake.create_table("p.x", ACCOUNTS)
+    lake.create_table("p.y", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("p.x", accounts([1], [1]))
+    x = lake.snapshot().entry("p.x")
+    t = lake.transaction("serializable")
+    assert t.read_arrow("p.x", where="id = 1").num_rows == 1
+    t.append("p.y", accounts([1], [1]))
+    outcome: dict[str, object] = {}
+
+    def commit_t() -> None:
+        try:
+            outcome["t"] = t.commit()
+        except ConflictError as exc:
+            outcome["t"] = exc
+
+    behind = threading.Thread(target=commit_t)
+
+    def plain_then_t() -> None:  # P is claimed and about to publish x
+        deltalake.DeltaTable(lake.store.url(x.path)).delete("id = 1")
+        behind.start()
+        claimed = f"_txlake/log/{lake.version() + 2:020d}.json"
+        deadline = time.monotonic() + 30
+        while not lake.store.exists(claimed) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    p = txlake.connect(uri, lease_seconds=5)
+    p.store.faults.add(FaultRule("PUT", 1, "hook", path_contains=f"{x.path}/_delta_log/", hook=plain_then_t))
+    with p.transaction("snapshot") as tx:
+        tx.append("p.x", accounts([50], [50]))
+    behind.join(timeout=60)
+    assert isinstance(outcome["t"], ConflictError)
+
+
+def test_creating_a_table_in_a_namespace_dropped_concurrently_conflicts(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    lake.create_namespace("n")
+    tx = lake.transaction("snapshot")
+    tx.create_table("n.t", ACCOUNTS)
+    lake.drop_namespace("n")
+    with pytest.raises(ConflictError):
+        tx.commit()
+    assert lake.tables() == [] and lake.namespaces() == []

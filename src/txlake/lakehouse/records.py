@@ -87,6 +87,11 @@ class CatalogOp:
     def _conflict(self, message: str, name: str | None = None) -> ConcurrentTransactionError:
         return ConcurrentTransactionError(message, table=name or self.name)
 
+    def _require_namespace(self, state: LakehouseState, table_name: str) -> None:
+        namespace = table_name.rsplit(".", 1)[0]
+        if not state.has_namespace(namespace):
+            raise self._conflict(f"namespace {namespace} was dropped concurrently", table_name)
+
     def _entry(self, state: LakehouseState) -> TableEntry:
         entry = state.tables.get(self.table_id or "")
         if entry is None:
@@ -144,6 +149,7 @@ class CreateTable(CatalogOp):
     def validate(self, state: LakehouseState) -> None:
         if state.table_by_name(self.name) is not None:
             raise self._conflict(f"table {self.name} was created concurrently")
+        self._require_namespace(state, self.name)
 
     def apply(self, state: LakehouseState, version: int) -> LakehouseState:
         if self.table_id is None or self.path is None:
@@ -173,6 +179,8 @@ class RenameTable(CatalogOp):
         self._entry(state)
         if self.new_name and state.table_by_name(self.new_name) is not None:
             raise self._conflict(f"table {self.new_name} was created concurrently", self.new_name)
+        if self.new_name:
+            self._require_namespace(state, self.new_name)
 
     def apply(self, state: LakehouseState, version: int) -> LakehouseState:
         old = state.tables.get(self.table_id or "")

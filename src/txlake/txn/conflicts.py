@@ -51,9 +51,10 @@ class IsolationPolicy:
         """Whether a table the transaction touched this way must be validated against concurrent changes."""
         return writes or dml_reads or (self.query_reads and query_reads)
 
-    def records(self, *, writes: bool, query_reads: bool) -> bool:
-        """Whether the table appears in the transaction's global record (written, or read under serializable)."""
-        return writes or (self.query_reads and query_reads)
+    def records(self, *, writes: bool, dml_reads: bool, query_reads: bool) -> bool:
+        """Whether the table appears in the transaction's global record: written, or read in a way this level
+        validates (publication checks those reads against plain commits an earlier claim absorbed)."""
+        return self.validates(writes=writes, dml_reads=self.dml_reads and dml_reads, query_reads=query_reads)
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,27 +191,39 @@ class _TableOutcome:
     error: Exception | None = None
 
 
+def _finish_abort(glog: GlobalLog, log: DeltaLog, version: int, existing: Sequence[Action]) -> None:
+    """If ``existing`` (at ``version``) is an aborted version's commit, make sure its compensation follows it.
+
+    The version's decider compensates right after deciding; until then (or after its crash) a later claim
+    publishing on the table must not put its commit on top of the aborted one, so it compensates first
+    (idempotent: an existing compensation by that transaction is recognised).
+    """
+    m = marker(existing)
+    if m is None or m.get("compensates"):
+        return
+    g = m.get("globalVersion")
+    if not isinstance(g, int):
+        return
+    outcome = glog.read_outcome(g)
+    if outcome is None or outcome.committed:
+        return
+    _compensate(log, glog.read_record(g), version, [a for a in existing if not isinstance(a, CommitInfo)])
+
+
 def _publish_table(
     store: ObjectStore, glog: GlobalLog, record: GlobalRecord, change: TableChange, await_decided: AwaitDecided
 ) -> _TableOutcome:
     after, taken = _before(glog, record, change.table_id, await_decided)
-    if not change.writes:
-        return _TableOutcome(change.table_id, max(change.base_version, after))  # adopted plain commits
     log = DeltaLog(store, change.path)
     actions = load_actions(store, change)
-    info = commit_info(
-        change.operation,
-        {"globalVersion": record.version, "isolation": record.isolation},
-        isBlindAppend=change.blind_append,
-        txlake=_tag(record),
-    )
-    full: list[Action] = [info, *actions]
 
     def ours(m: dict[str, object] | None) -> bool:
         return m is not None and m.get("txn") == record.txid and not m.get("compensates")
 
     def foreign(version: int, existing: list[Action]) -> None:
+        """Another commit in the table's log ahead of ours: an earlier claim's, or a plain writer's."""
         if _earlier_txlake(record, existing):
+            _finish_abort(glog, log, version, existing)
             return
         pending = _pending(store, change, actions, log)
         summary = ChangeSummary.of(existing)
@@ -226,7 +238,8 @@ def _publish_table(
 
     try:
         # commits between what this record validated and the earlier claims' last one: those claims'
-        # own slots are known; anything else there (plain writers, compensations) is looked at
+        # own slots are known; anything else there (plain writers an earlier claim walked over, aborted
+        # claims' commits and their compensations) is looked at -- also for tables this record only read
         found: int | None = None
         for v in range(change.base_version + 1, after + 1):
             if v in taken:
@@ -236,8 +249,17 @@ def _publish_table(
                 found = v
                 break
             foreign(v, existing)
+        if not change.writes:  # read (serializable, or a DML statement that matched nothing) or adopted
+            adopted = change.adopted_from is not None
+            return _TableOutcome(change.table_id, max(change.base_version, after) if adopted else None)
         if found is None:
-            found = _put_walking(log, max(change.base_version, after) + 1, full, ours, foreign)
+            info = commit_info(
+                change.operation,
+                {"globalVersion": record.version, "isolation": record.isolation},
+                isBlindAppend=change.blind_append,
+                txlake=_tag(record),
+            )
+            found = _put_walking(log, max(change.base_version, after) + 1, [info, *actions], ours, foreign)
     except (ConflictError, InvalidObjectPathError) as exc:
         return _TableOutcome(change.table_id, error=exc)
     return _TableOutcome(change.table_id, found, (change.table_id, log, found, actions))
@@ -251,10 +273,7 @@ def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord, await_dec
     the way are conflict-checked; an incompatible one aborts the version (decided first, then the tables
     already published are compensated). Other failures are raised: publication can simply be run again.
     """
-    changes = sorted(
-        (c for c in record.tables if c.writes or c.adopted_from is not None),  # tables only read keep their version
-        key=lambda c: c.table_id,
-    )
+    changes = sorted(record.tables, key=lambda c: c.table_id)
     if len(changes) <= 1:
         outcomes = [_publish_table(store, glog, record, c, await_decided) for c in changes]
     else:

@@ -597,7 +597,7 @@ class Transaction:
             bases = self._validate_tables(view, claimed, checked, seen)
             record = self._record(view, bases)
             if not record.tables and not record.catalog:
-                return CommitResult(view.latest, self.read_version, read_only=True)
+                return CommitResult(view.decided.version, self.read_version, read_only=True)
             try:
                 self._claim(record)
             except GlobalVersionTakenError:
@@ -612,15 +612,31 @@ class Transaction:
             published = self._publish(record)
             if not published.outcome.committed:
                 self._aborted(record, published)
+            self._await_visible(record.version)
             try:
-                # readers see the decided prefix: wait for the earlier claims still publishing
-                self._ctx.await_prefix(record.version)
                 self._ctx.after_commit(record.version)
             except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
                 _log.warning("txlake: after committing global version %d: %s", record.version, exc)
             return CommitResult(
                 record.version, self.read_version, dict(published.outcome.table_versions), rebases=rebases
             )
+
+    def _await_visible(self, version: int) -> None:
+        """Wait until the versions before ours are decided, so that a read right after commit() sees it.
+
+        Our version is committed; if the earlier ones cannot be read after retries, the caller learns the
+        state is not established yet (``transaction_status`` says ``committed`` once they are decided).
+        """
+        delay = 0.02
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                self._ctx.await_prefix(version)
+                return
+            except TxlakeError as exc:
+                if attempt + 1 == PUBLISH_ATTEMPTS:
+                    raise self._unknown(version, exc) from exc
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= 2
 
     def _next_view(self, view: LogView, lost: int, rebases: int) -> LogView:
         """After losing the claim of ``lost``: learn the winner's record (one GET) instead of re-listing."""
@@ -879,7 +895,10 @@ class Transaction:
             if tid not in bases:
                 continue
             adopting = tid in self._adopt and bases[tid] > latest.table_versions.get(tid, -1)
-            if not adopting and not self._policy.records(writes=work.writes, query_reads=bool(work.query_predicates)):
+            recorded = self._policy.records(
+                writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=bool(work.query_predicates)
+            )
+            if not adopting and not recorded:
                 continue
             mapped = latest.table_versions.get(tid, -1)
             actions = tuple(work.actions()) if work.writes else ()
