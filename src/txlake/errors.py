@@ -13,6 +13,24 @@ class TxlakeError(Exception):
     """Root of every error txlake raises on purpose."""
 
 
+class InvalidArgumentError(TxlakeError, ValueError):
+    """An argument has the right type but a value txlake refuses (a table name without a namespace, an unknown
+    isolation level, an empty ``set=``); ``argument`` names the parameter when known."""
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+class InvalidArgumentTypeError(TxlakeError, TypeError):
+    """An argument has a type txlake cannot use (a predicate that is not a string, a schema that is neither a
+    ``pyarrow.Schema``, a Spark ``StructType`` nor a DDL string); ``argument`` names the parameter when known."""
+
+    def __init__(self, message: str, *, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
 # --------------------------------------------------------------------------------------------- storage
 
 

@@ -58,7 +58,8 @@ def test_pipelined_writers_with_a_crashed_claimer(any_store_uri: StoreLocation) 
         return increments, len(lake.context.helped)
 
     def crasher() -> None:
-        lake = txlake.connect(uri, options, lease_seconds=LEASE)
+        # a longer lease than the writers': on a loaded machine they must still meet its claim undecided
+        lake = txlake.connect(uri, options, lease_seconds=3 * LEASE)
         lake.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/"))
 
         def body(tx: txlake.Transaction) -> None:

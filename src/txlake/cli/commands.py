@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import txlake
@@ -27,8 +28,11 @@ from txlake.cli.reports import (
     parse_columns,
     read_log,
     read_rows,
+    snapshot_at,
     table_history,
 )
+from txlake.cli.suggest import did_you_mean, did_you_mean_or_list
+from txlake.errors import TableNotFoundError
 
 DEFAULT_LIMIT = 20
 T = TypeVar("T")
@@ -74,6 +78,19 @@ def _lake(args: argparse.Namespace) -> tuple[Output, txlake.Lakehouse]:
     return out, open_lakehouse(_location(args, out))
 
 
+@contextmanager
+def suggesting_tables(lake: txlake.Lakehouse, version: int | None = None) -> Iterator[None]:
+    """A :class:`TableNotFoundError` for a misspelt name gets "did you mean ..." with the closest table names."""
+    try:
+        yield
+    except TableNotFoundError as exc:
+        if exc.table is None or "did you mean" in str(exc):
+            raise
+        names = snapshot_at(lake, version).tables() if version is not None else lake.tables()
+        suggestion = did_you_mean_or_list(exc.table, names, "tables")
+        raise TableNotFoundError(str(exc).splitlines()[0] + suggestion, table=exc.table) from exc
+
+
 # ------------------------------------------------------------------------------------------- commands
 
 
@@ -100,13 +117,19 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     result = list_tables(lake, namespace=args.namespace, version=args.at_version)
+    if args.namespace is not None and not result.tables:
+        namespaces = sorted(snapshot_at(lake, result.version).state.namespaces)
+        if args.namespace.lower() not in {n.lower() for n in namespaces}:
+            known = did_you_mean(args.namespace, namespaces) or f" (namespaces: {', '.join(namespaces) or 'none'})"
+            out.note(f"note: no namespace {args.namespace!r} at lakehouse version {result.version}{known}")
     _emit(out, result, render.render_tables)
     return ExitCode.OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
-    result = describe_table(lake, args.table, version=args.at_version)
+    with suggesting_tables(lake, args.at_version):
+        result = describe_table(lake, args.table, version=args.at_version)
     _emit(out, result, render.render_describe)
     return ExitCode.OK
 
@@ -115,7 +138,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     limit = args.limit or None
     if args.table is not None:
-        history = table_history(lake, args.table, limit=limit)
+        with suggesting_tables(lake):
+            history = table_history(lake, args.table, limit=limit)
         _emit(out, history, render.render_table_history)
         return ExitCode.OK
     view = read_log(lake, start=None, limit=limit)
@@ -135,14 +159,16 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
-    result = read_rows(
-        lake,
-        args.table,
-        version=args.at_version,
-        where=args.where,
-        columns=parse_columns(args.columns),
-        limit=args.limit or None,
-    )
+    with suggesting_tables(lake, args.at_version):
+        result = read_rows(
+            lake,
+            args.table,
+            version=args.at_version,
+            where=args.where,
+            columns=parse_columns(args.columns),
+            order_by=args.order_by,
+            limit=args.limit or None,
+        )
     _emit(out, result, render.render_rows)
     return ExitCode.OK
 
@@ -150,8 +176,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_sql(args: argparse.Namespace) -> int:
     out = Output(args.json)
     location = _location(args, out)
-    open_lakehouse(location)  # a clear error before Spark starts when there is no lakehouse
-    return sql.cmd_sql(args, location, out)
+    lake = open_lakehouse(location)  # a clear error before Spark starts when there is no lakehouse
+    return sql.cmd_sql(args, location, lake, out)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -254,6 +280,11 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("table", help="namespace.table")
     _version_option(p, "rows")
     p.add_argument("--where", metavar="SQL", help="Spark SQL condition, e.g. \"id = 1 AND owner LIKE 'a%%'\"")
+    p.add_argument(
+        "--order-by",
+        metavar="SQL",
+        help='sort keys as in ORDER BY, e.g. "balance DESC, id" (default: the order of the data files)',
+    )
     _limit_option(p, DEFAULT_LIMIT, "rows")
     p.add_argument("--columns", metavar="A,B", help="comma-separated columns to show (default all)")
 
@@ -262,12 +293,20 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "sql",
         cmd_sql,
         "a Spark SQL query over one consistent snapshot",
-        "Run a Spark SQL query (SELECT only) on local Spark over one lakehouse version; tables are named "
-        "namespace.table as in the catalog.",
+        "Run a Spark SQL query (SELECT only) over one lakehouse version; tables are named namespace.table as "
+        "in the catalog. A query of one table with WHERE, ORDER BY and LIMIT runs on Arrow in a second; anything "
+        "else (joins, aggregates, ...) on a local Spark session.",
     )
     p.add_argument("query", help='e.g. "SELECT owner, balance FROM bank.north WHERE balance > 1000"')
     _version_option(p, "the query")
     _limit_option(p, DEFAULT_LIMIT, "rows")
+    p.add_argument(
+        "--engine",
+        choices=sql.ENGINES,
+        default="auto",
+        help="arrow: no Spark (SELECT columns or expressions FROM one table [WHERE] [ORDER BY] [LIMIT]); "
+        "spark: a local Spark session; auto (default): arrow when the query allows, else spark",
+    )
 
     p = _add(
         sub,

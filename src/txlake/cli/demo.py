@@ -7,38 +7,42 @@ import functools
 import json
 import os
 import random
+import re
 import shutil
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.table import Table
 
 import txlake
+from txlake.cli.exit_codes import UsageError
+from txlake.cli.jvm import start_spark, stop_spark
 from txlake.cli.options import URI_ENV, add_location_arguments, normalize_uri, storage_options_from
-from txlake.errors import ConflictError
+from txlake.cli.output import console_for
+from txlake.errors import ConflictError, TxlakeError
 from txlake.testing.seaweedfs import SeaweedFS
 
 if TYPE_CHECKING:
     from txlake.spark.session import SparkSession
 
 
-def local_session(app_name: str) -> tuple[SparkSession, bool]:
+def local_session(app_name: str, *, debug: bool = False) -> tuple[SparkSession, bool]:
     """A loopback-only local Spark session (pyspark is optional: imported only when the demo uses Spark)."""
-    from txlake.spark.session import local_session as make
-
-    return make(app_name)
+    return start_spark(app_name, debug=debug)
 
 
 DEFAULT_PATH = "./txlake-demo"
 BANKS = ("bank.north", "bank.south", "bank.east")
 SCHEMA = pa.schema([("id", pa.int64()), ("owner", pa.string()), ("balance", pa.int64())])
+CHART_NAME = "txlake-demo.png"
 
 
 @dataclass
@@ -166,7 +170,8 @@ def _render(stats: DemoStats, lake: txlake.Lakehouse, elapsed: float) -> Table:
         "reader checks",
         "violations",
     ):
-        table.add_column(col, justify="right")
+        # a header may wrap between words but is never cut ("elaps…")
+        table.add_column(col, justify="right", min_width=max(len(word) for word in col.split()))
     with stats.lock:
         rate = stats.commits / elapsed if elapsed > 0 else 0.0
         table.add_row(
@@ -207,6 +212,28 @@ def _chart(stats: DemoStats, path: Path) -> str | None:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return str(path)
+
+
+class _FinalFrame:
+    """Instead of a live display on a terminal: keeps the last frame and prints it once, on its own lines."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def update(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+
+@contextmanager
+def _live(console: Console, first: RenderableType) -> Iterator[Live | _FinalFrame]:
+    """A live table on a terminal; on a pipe or file only the final table (no cursor tricks, no half lines)."""
+    if console.is_terminal:
+        with Live(first, console=console, refresh_per_second=4, transient=False) as live:
+            yield live
+        return
+    frame = _FinalFrame(first)
+    yield frame
+    console.print(frame.renderable)
 
 
 def run_demo(
@@ -250,7 +277,7 @@ def run_demo(
     for t in threads:
         t.start()
     workers_alive = threads[:workers]
-    with Live(_render(stats, lake, 0.0), console=console, refresh_per_second=4, transient=False) as live:
+    with _live(console, _render(stats, lake, 0.0)) as live:
         while any(t.is_alive() for t in workers_alive):
             time.sleep(0.25)
             elapsed = time.monotonic() - start
@@ -294,7 +321,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--accounts", type=int, default=20, help="accounts per bank")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--transfers", type=int, help="stop after this many transfers (over all workers)")
-    parser.add_argument("--fresh", action="store_true", help="delete the local demo directory first")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="first delete what an earlier demo made in --path (refuses a directory holding anything else)",
+    )
     parser.add_argument("--no-spark", action="store_true", help="Arrow only (no local Spark session)")
     parser.add_argument(
         "--s3",
@@ -324,11 +355,110 @@ def _location(args: argparse.Namespace, storage_options: dict[str, str] | None, 
             else storage_options_from(args.storage_options, os.environ, uri)
         )
         return _Location(uri, options, Path("."))
-    root = Path(args.path or DEFAULT_PATH).resolve()
-    if args.fresh and root.exists():
-        shutil.rmtree(root)
+    root = Path(args.path or DEFAULT_PATH).absolute()
+    if args.fresh:
+        delete_demo(root)
     root.mkdir(parents=True, exist_ok=True)
-    return _Location(f"file://{root}", storage_options, root)
+    return _Location(f"file://{root.resolve()}", storage_options, root.resolve())
+
+
+# ---------------------------------------------------------------------------------------------- --fresh
+
+_TABLE_DIR = re.compile(r"^(?:north|south|east)(?:-[0-9a-f]{8})?$")
+_DATA_FILE = re.compile(r"^[^/]+\.parquet(?:#\d+)?$")
+_LAKEHOUSE_DIRS = frozenset({"log", "txns"})
+
+
+def _only_regular_files(directory: Path) -> Path | None:
+    """The first entry of ``directory`` that is not a regular file (a subdirectory, a symlink), if any."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.is_file(follow_symlinks=False):
+                return Path(entry.path)
+    return None
+
+
+def _foreign_in_table(directory: Path) -> Path | None:
+    """What a demo table directory holds beyond ``_delta_log/`` (files only) and Parquet data files."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_symlink():
+                return Path(entry.path)
+            if entry.name == "_delta_log" and entry.is_dir():
+                found = _only_regular_files(Path(entry.path))
+                if found is not None:
+                    return found
+            elif not (entry.is_file() and _DATA_FILE.match(entry.name)):
+                return Path(entry.path)
+    return None
+
+
+def _foreign_in_lakehouse_dir(directory: Path) -> Path | None:
+    """``_txlake/`` holds the lakehouse log and transaction staging (``log/``, ``txns/``) and nothing else."""
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_symlink() or not entry.is_dir() or entry.name not in _LAKEHOUSE_DIRS:
+                return Path(entry.path)
+    return None
+
+
+def demo_contents(root: Path) -> list[Path]:
+    """What ``--fresh`` deletes in ``root``: the demo's lakehouse (``_txlake/``, the three bank tables), its chart.
+
+    Proves that everything in ``root`` is the demo's first: a lakehouse that opens, whose tables are the demo's
+    banks, laid out as the demo writes them. Anything else raises :class:`UsageError` (exit 2) and nothing is
+    deleted. Symbolic links are never followed.
+    """
+    refuse = f"refusing to delete {root} with --fresh"
+    hint = "--fresh deletes only a directory the demo made; choose a new --path, or delete it yourself"
+    if root.is_symlink() or not root.is_dir():
+        raise UsageError(f"{refuse}: it is not a directory", hint=hint)
+    entries = sorted(root.iterdir())
+    if not entries:
+        return []
+    if not (root / "_txlake").is_dir():
+        raise UsageError(f"{refuse}: it is not empty and holds no txlake demo (no _txlake/ directory)", hint=hint)
+    try:
+        tables = txlake.connect(f"file://{root}", create=False).tables()
+    except TxlakeError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{refuse}: its lakehouse cannot be read ({first})", hint=hint) from exc
+    others = sorted(set(tables) - set(BANKS))
+    if others:
+        raise UsageError(f"{refuse}: its lakehouse has tables the demo does not make ({', '.join(others)})", hint=hint)
+    owned: list[Path] = []
+    for entry in entries:
+        foreign: Path | None = entry
+        if entry.is_symlink():
+            pass
+        elif entry.name == "_txlake" and entry.is_dir():
+            foreign = _foreign_in_lakehouse_dir(entry)
+        elif entry.name == CHART_NAME and entry.is_file():
+            foreign = None
+        elif entry.name == "bank" and entry.is_dir():
+            foreign = None
+            for table in sorted(entry.iterdir()):
+                if table.is_symlink() or not table.is_dir() or not _TABLE_DIR.match(table.name):
+                    foreign = table
+                    break
+                foreign = _foreign_in_table(table)
+                if foreign is not None:
+                    break
+        if foreign is not None:
+            raise UsageError(f"{refuse}: it holds {foreign}, which the demo did not make", hint=hint)
+        owned.append(entry)
+    return owned
+
+
+def delete_demo(root: Path) -> None:
+    """``--fresh``: delete what an earlier demo made in ``root`` (see :func:`demo_contents`), nothing else."""
+    if not os.path.lexists(root):
+        return
+    for path in demo_contents(root):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 @dataclass(frozen=True)
@@ -339,15 +469,15 @@ class _Location:
 
 
 def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None) -> int:
-    console = Console(stderr=args.json)
+    console = console_for(stderr=args.json)
     with ExitStack() as stack:
         where = _location(args, storage_options, stack)
         spark = None
         if not args.no_spark:
             with console.status("starting local Spark (local[2])"):
-                session, created = local_session("txlake-demo")
+                session, created = local_session("txlake-demo", debug=bool(getattr(args, "debug", False)))
             if created:
-                stack.callback(session.stop)
+                stack.callback(stop_spark, session)
             spark = session
         result = run_demo(
             where.uri,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -12,6 +13,8 @@ from txlake.errors import (
     ConflictError,
     CorruptLogError,
     DataFileNotFoundError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     InvalidObjectPathError,
     MergeCardinalityError,
     ObjectAlreadyExistsError,
@@ -48,12 +51,12 @@ class ExitCode(IntEnum):
 EXIT_CODES: tuple[tuple[ExitCode, str], ...] = (
     (ExitCode.OK, "success (doctor: the lakehouse is healthy)"),
     (ExitCode.PROBLEMS, "doctor found problems / an invariant is violated"),
-    (ExitCode.USAGE, "bad arguments, no lakehouse URI, bad --storage-option"),
+    (ExitCode.USAGE, "bad arguments, no lakehouse URI, bad --storage-option (InvalidArgumentError)"),
     (ExitCode.NOT_FOUND, "not found: no lakehouse, table, version or object (TableNotFoundError, ...)"),
     (ExitCode.CONFLICT, "conflict or already exists (ConflictError, TableAlreadyExistsError, init)"),
     (ExitCode.CORRUPT, "corrupt log or missing/unreadable data file (CorruptLogError, DataFileNotFoundError)"),
     (ExitCode.UNSUPPORTED, "the table uses a Delta feature txlake cannot read (UnsupportedFeatureError)"),
-    (ExitCode.STORAGE, "object store request failed: network, credentials, permissions (StorageError)"),
+    (ExitCode.STORAGE, "object store request failed: network, credentials, permissions, path (StorageError)"),
     (ExitCode.INVALID, "bad predicate, column or schema (PredicateError, SchemaMismatchError)"),
     (ExitCode.ERROR, "any other txlake error (TxlakeError)"),
     (ExitCode.INTERNAL, "unexpected internal error (a bug: rerun with --debug and report it)"),
@@ -92,11 +95,111 @@ class LakehouseExistsError(CliError):
 
 _RERUN = "rerun with --debug for details"
 _NEW_NAME = "choose another name or drop the existing object first"
+_COLUMNS = "`txlake describe TABLE` lists the columns and types"
+CREDENTIALS_HINT = (
+    "give credentials in one of these ways: the AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY environment variables "
+    "(and AWS_SESSION_TOKEN for temporary ones); --storage-option aws_access_key_id=... --storage-option "
+    "aws_secret_access_key=...; an IAM role of the machine (instance profile, ECS task role, or "
+    "AWS_WEB_IDENTITY_TOKEN_FILE); or --storage-option aws_skip_signature=true for a public bucket"
+)
+ALLOW_HTTP_HINT = "set AWS_ALLOW_HTTP=true (or --storage-option aws_allow_http=true) to use an http:// endpoint"
+LOCAL_PATH_HINT = (
+    "choose a directory you may create and write (check the path, the directories above it and their permissions)"
+)
 
 
 def _feature_hint(exc: BaseException) -> str:
     feature = exc.feature if isinstance(exc, UnsupportedFeatureError) else None
     return f"the table needs Delta feature {feature!r}; read it with an engine that supports it"
+
+
+@dataclass(frozen=True, slots=True)
+class StorageProblem:
+    """A failure of the object store recognised by its message: what to say instead, and what to do."""
+
+    pattern: re.Pattern[str]
+    problem: str
+    hint: str
+
+
+# First match wins. The messages come from obstore (object_store) and S3; they are matched only to explain them
+# (the exit code is the class's), and the raw text stays available with --debug.
+STORAGE_PROBLEMS: tuple[StorageProblem, ...] = (
+    StorageProblem(
+        re.compile(r"169\.254\.169\.254|169\.254\.170\.2|/latest/api/token|/meta-data/iam", re.IGNORECASE),
+        "no AWS credentials found (none were given, and the instance metadata service has none)",
+        CREDENTIALS_HINT,
+    ),
+    StorageProblem(
+        re.compile(r"HTTP error: builder error|URL scheme is not allowed", re.IGNORECASE),
+        "the endpoint is http:// but plain HTTP is not allowed",
+        ALLOW_HTTP_HINT,
+    ),
+    StorageProblem(
+        re.compile(r"InvalidAccessKeyId|SignatureDoesNotMatch|InvalidToken|ExpiredToken|AuthorizationHeaderMalformed"),
+        "the credentials were refused (unknown key, wrong secret or expired token)",
+        CREDENTIALS_HINT,
+    ),
+    StorageProblem(
+        re.compile(r"NoSuchBucket"),
+        "the bucket does not exist",
+        "check the bucket in the URI (s3://bucket/prefix) and the endpoint (AWS_ENDPOINT_URL)",
+    ),
+    StorageProblem(
+        re.compile(r"AccessDenied|403 Forbidden|status(?: code)?: 403\b", re.IGNORECASE),
+        "access denied (403): the credentials may not read or write there",
+        "check the credentials and the bucket policy; " + CREDENTIALS_HINT.split(": ", 1)[0],
+    ),
+    StorageProblem(
+        re.compile(r"dns error|failed to lookup address|Name or service not known", re.IGNORECASE),
+        "the endpoint's host name cannot be resolved",
+        "check AWS_ENDPOINT_URL / --storage-option aws_endpoint_url and AWS_REGION",
+    ),
+    StorageProblem(
+        re.compile(r"connection refused|error trying to connect|tcp connect error", re.IGNORECASE),
+        "the endpoint refused the connection (is the server running?)",
+        "check AWS_ENDPOINT_URL / --storage-option aws_endpoint_url and that the server is up",
+    ),
+)
+_REQUEST = re.compile(r"^(?P<request>(?:GET|HEAD|LIST|PUT|DELETE) \S+ failed(?: after \d+ attempts)?): ")
+_TIMING = re.compile(r" in [0-9.]+(?:ns|µs|us|ms|s) - ")
+
+
+def storage_problem(exc: BaseException) -> StorageProblem | None:
+    """The known storage problem ``exc`` reports (on its own message or the chain of causes), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        for problem in STORAGE_PROBLEMS:
+            if problem.pattern.search(text):
+                return problem
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _is_local(exc: BaseException) -> bool:
+    path = getattr(exc, "path", None)
+    return isinstance(path, str) and path.startswith("/")
+
+
+def _storage_message(exc: BaseException, first_line: str) -> str:
+    """One line: the request that failed and, for a recognised problem, what is wrong in plain words."""
+    problem = storage_problem(exc)
+    if problem is None:
+        return _TIMING.sub(" - ", first_line)
+    request = _REQUEST.match(first_line)
+    return f"{request.group('request')}: {problem.problem}" if request else problem.problem
+
+
+def _storage_hint(exc: BaseException) -> str:
+    problem = storage_problem(exc)
+    if problem is not None:
+        return problem.hint
+    if _is_local(exc):
+        return LOCAL_PATH_HINT
+    return "check the URI and the credentials (--storage-option KEY=VALUE or AWS_* environment variables)"
 
 
 # Most specific first: DataFileNotFoundError is also a FileNotFoundError, ObjectNotFoundError a StorageError.
@@ -126,25 +229,27 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
     (
         InvalidObjectPathError,
         ExitCode.STORAGE,
-        "the object store refuses this path (too long, or a file where a directory must be)",
+        lambda exc: (
+            LOCAL_PATH_HINT
+            if _is_local(exc)
+            else "the object store refuses this path (too long, or a file where a directory must be)"
+        ),
     ),
     (
         TransientStorageError,
         ExitCode.STORAGE,
-        "the object store could not be reached or kept failing; check the endpoint, network and credentials",
+        lambda exc: (
+            _storage_hint(exc)
+            if storage_problem(exc)
+            else "the object store could not be reached or kept failing; check the endpoint, network and credentials"
+        ),
     ),
-    (
-        StorageError,
-        ExitCode.STORAGE,
-        "check the URI and the credentials (--storage-option KEY=VALUE or AWS_* environment variables)",
-    ),
-    (
-        PredicateError,
-        ExitCode.INVALID,
-        "check the --where expression; `txlake describe TABLE` lists the columns and types",
-    ),
-    (SchemaMismatchError, ExitCode.INVALID, "`txlake describe TABLE` lists the columns and types"),
+    (StorageError, ExitCode.STORAGE, _storage_hint),
+    (PredicateError, ExitCode.INVALID, f"{_COLUMNS}; expressions are Spark SQL"),
+    (SchemaMismatchError, ExitCode.INVALID, _COLUMNS),
     (MergeCardinalityError, ExitCode.INVALID, _RERUN),
+    (InvalidArgumentError, ExitCode.USAGE, "see `txlake COMMAND --help`"),
+    (InvalidArgumentTypeError, ExitCode.USAGE, "see `txlake COMMAND --help`"),
     (
         CommitStateUnknownError,
         ExitCode.ERROR,
@@ -153,16 +258,33 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
     (TxlakeError, ExitCode.ERROR, _RERUN),
     (KeyboardInterrupt, ExitCode.INTERRUPTED, None),
 )
+# Hints that depend on the command: only `show` has --where, only `sql` takes a query.
+_COMMAND_HINTS: tuple[tuple[str, type[BaseException], str], ...] = (
+    ("show", PredicateError, f"check the --where / --order-by expression; {_COLUMNS}"),
+    ("show", SchemaMismatchError, f"check --columns / --order-by; {_COLUMNS}"),
+    (
+        "sql",
+        PredicateError,
+        "check the query (Spark SQL, SELECT only); `txlake describe TABLE` lists a table's columns",
+    ),
+    ("sql", TableNotFoundError, "list the tables with `txlake tables`; a query names them namespace.table"),
+    ("init", InvalidArgumentError, "see `txlake init --help` for URI forms and storage options"),
+)
 _BUG_HINT = "this is a bug in txlake: rerun with --debug and report the stack trace"
 
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """How the command line reports one exception: exit code, one-line message, hint."""
+    """How the command line reports one exception: exit code, one-line message, detail lines, hint.
+
+    ``detail`` holds the indented lines some errors carry under their message (the expression and a caret
+    under the position of a parse error); everything else in an exception's text stays out.
+    """
 
     code: ExitCode
     message: str
     hint: str | None
+    detail: tuple[str, ...] = ()
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:
@@ -175,25 +297,33 @@ def exit_code_for(exc: BaseException) -> ExitCode:
     return ExitCode.INTERNAL
 
 
-def _hint(exc: BaseException) -> str | None:
+def _hint(exc: BaseException, command: str | None) -> str | None:
     if isinstance(exc, CliError):
         return exc.hint
+    for name, cls, text in _COMMAND_HINTS:
+        if name == command and isinstance(exc, cls):
+            return text
     for cls, _, hint in _CLASSES:
         if isinstance(exc, cls):
             return hint(exc) if callable(hint) else hint
     return _BUG_HINT
 
 
-def describe_failure(exc: BaseException) -> Failure:
-    """The exit code, message and hint for ``exc``."""
+def describe_failure(exc: BaseException, command: str | None = None) -> Failure:
+    """The exit code, message, detail lines and hint for ``exc`` raised by ``txlake COMMAND``."""
     if isinstance(exc, KeyboardInterrupt):
         return Failure(ExitCode.INTERRUPTED, "interrupted", None)
     code = exit_code_for(exc)
-    text = str(exc).strip().splitlines()
-    message = text[0] if text else type(exc).__name__
+    text = str(exc).strip("\n").splitlines()
+    message = text[0].strip() if text else type(exc).__name__
+    detail: tuple[str, ...] = ()
+    if isinstance(exc, StorageError):
+        message = _storage_message(exc, message)
+    elif isinstance(exc, (TxlakeError, CliError)):
+        detail = tuple(line for line in text[1:] if line.startswith("  "))
     if code is ExitCode.INTERNAL:
         message = f"internal error: {type(exc).__name__}: {message}"
-    return Failure(code, message, _hint(exc))
+    return Failure(code, message, _hint(exc, command), detail)
 
 
 def epilog() -> str:

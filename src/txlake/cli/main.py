@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from txlake import __version__
-from txlake.bench import WORKLOADS
-from txlake.cli import demo
+from txlake.cli import demo, jvm
 from txlake.cli.commands import add_commands
 from txlake.cli.exit_codes import ExitCode, describe_failure, epilog
 from txlake.cli.options import PUBLIC_OPTIONS, STORAGE_ENV, URI_ENV, SecretMasker
@@ -39,7 +38,12 @@ class Parser(argparse.ArgumentParser):
         raise ArgumentsError(message, self.prog, self.format_usage())
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, workloads: bool = True) -> argparse.ArgumentParser:
+    """The ``txlake`` parser; ``workloads=False`` leaves out the bench workloads' options.
+
+    Importing :mod:`txlake.bench` costs a noticeable part of a command's start-up, so :func:`main` imports it
+    only when the command line names ``bench``.
+    """
     parser = Parser(
         prog="txlake",
         description="Multi-table ACID transactions over a lakehouse of plain Delta Lake tables.",
@@ -54,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(run=demo.run)
     bench = sub.add_parser("bench", help="run a benchmark workload (writes JSON + PNG)")
+    if not workloads:
+        return parser
+    from txlake.bench import WORKLOADS  # here, not at the top: see the docstring
+
     bench_sub = bench.add_subparsers(dest="workload", metavar="WORKLOAD", required=True, parser_class=Parser)
     for name, workload in sorted(WORKLOADS.items()):
         wp = bench_sub.add_parser(name, help=workload.help)
@@ -78,8 +86,10 @@ def secret_pairs(words: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _print_error(masker: SecretMasker, message: str, hint: str | None) -> None:
+def _print_error(masker: SecretMasker, message: str, hint: str | None, detail: Sequence[str] = ()) -> None:
     sys.stderr.write(masker(f"error: {message}") + "\n")
+    for line in detail:
+        sys.stderr.write(masker(line) + "\n")
     if hint:
         sys.stderr.write(masker(f"hint: {hint}") + "\n")
 
@@ -97,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``txlake`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
     masker = SecretMasker.from_sources(secret_pairs(words), os.environ)
-    parser = build_parser()
+    parser = build_parser(workloads="bench" in words)
     try:
         args = parser.parse_args(words)
     except ArgumentsError as exc:
@@ -118,10 +128,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_broken_pipe()
         return ExitCode.OK
     except (Exception, KeyboardInterrupt) as exc:
-        failure = describe_failure(exc)
+        failure = describe_failure(exc, args.command)
         if debug:
             sys.stderr.write(masker("".join(traceback.format_exception(exc))))
-        _print_error(masker, failure.message, failure.hint)
+        _print_error(masker, failure.message, failure.hint, failure.detail)
+        if failure.code is ExitCode.INTERRUPTED and jvm.started_here and argv is None:
+            # The command's own process (argv None: the console script), interrupted while it had a JVM: py4j's
+            # threads and connections may be mid-call, and the interpreter's shutdown could wait on them forever
+            # (a second Ctrl-C would then print their tracebacks). Nothing is left to clean up: the JVM exits
+            # when this process does.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(int(failure.code))
         return failure.code
 
 

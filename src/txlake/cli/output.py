@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import pyarrow as pa
 from rich import box
@@ -137,11 +137,21 @@ PIPE_WIDTH = 160
 """Line width of human output that goes to a pipe or file (a terminal's own width is used otherwise)."""
 
 
-def _width() -> int | None:
+def _width(stream: TextIO | None = None) -> int | None:
     """Rich measures terminals itself; a pipe gets :data:`PIPE_WIDTH` (or ``$COLUMNS``) instead of 80."""
-    if "COLUMNS" in os.environ or sys.stdout.isatty():
+    stream = stream if stream is not None else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        tty = False
+    if "COLUMNS" in os.environ or tty:
         return None
     return PIPE_WIDTH
+
+
+def console_for(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr) that is :data:`PIPE_WIDTH` wide when it is not a terminal."""
+    return Console(stderr=stderr, highlight=False, width=_width(sys.stderr if stderr else sys.stdout))
 
 
 class Output:
@@ -153,7 +163,7 @@ class Output:
     def __init__(self, json_mode: bool, *, console: Console | None = None, stderr: Console | None = None) -> None:
         self.json_mode = json_mode
         self.console = console or Console(highlight=False, width=_width())
-        self.stderr = stderr or Console(stderr=True, highlight=False)
+        self.stderr = stderr or Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
     def json(self, doc: Any) -> None:
         sys.stdout.write(json.dumps(to_jsonable(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")

@@ -57,7 +57,7 @@ def render_tables(out: Output, result: TableList) -> None:
             _num(t.files),
             _num(t.rows),
             Text(human_size(t.size_bytes)),
-            cell(t.location, width=80),
+            cell(t.location, width=4096),
         )
     scope = f" in namespace {result.namespace}" if result.namespace else ""
     out.table(
@@ -253,6 +253,7 @@ def render_rows(out: Output, result: RowsResult) -> None:
     for row in result.rows.to_pylist():
         table.add_row(*(cell(row[name]) for name in names))
     where = f" where {result.where}" if result.where else ""
+    where += f" order by {result.order_by}" if result.order_by else ""
     caption = f"{result.rows.num_rows} of {result.matched} row(s)"
     if result.truncated:
         caption += " (--limit N or --limit 0 for more)"

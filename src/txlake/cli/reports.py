@@ -13,7 +13,9 @@ from typing import Any, Literal, TypeAlias
 import pyarrow as pa
 
 import txlake
+from txlake.cli.arrow_sql import parse_order_by, sort_table
 from txlake.cli.output import timestamp
+from txlake.cli.suggest import did_you_mean
 from txlake.delta import DeltaLog, Snapshot, history
 from txlake.delta.schema import arrow_type_to_delta
 from txlake.errors import SchemaMismatchError, VersionNotFoundError
@@ -401,6 +403,7 @@ class RowsResult:
     lakehouse_version: int
     delta_version: int
     where: str | None
+    order_by: str | None
     columns: tuple[ColumnInfo, ...]
     matched: int
     limit: int | None
@@ -430,20 +433,26 @@ def read_rows(
     where: str | None,
     columns: Sequence[str] | None,
     limit: int | None,
+    order_by: str | None = None,
 ) -> RowsResult:
-    """The rows of ``name`` matching ``where`` at the lakehouse version, cut to ``limit``."""
+    """The rows of ``name`` matching ``where`` at the lakehouse version, sorted by ``order_by``, cut to ``limit``."""
     snap = snapshot_at(lake, version)
     entry = snap.entry(name)
     schema = snap.schema(name)
     if columns is not None:
         unknown = [c for c in columns if c not in schema.names]
         if unknown:
+            close = did_you_mean(unknown[0], schema.names) if len(unknown) == 1 else ""
             raise SchemaMismatchError(
-                f"{entry.name} has no column(s) {', '.join(unknown)} (columns: {', '.join(schema.names)})",
+                f"{entry.name} has no column(s) {', '.join(unknown)}{close} (columns: {', '.join(schema.names)})",
                 table=entry.name,
                 columns=unknown,
             )
-    data = snap.read_arrow(name, where=where, columns=columns)
+    keys = parse_order_by(order_by, schema) if order_by else ()
+    data = snap.read_arrow(name, where=where, columns=None if keys else columns)
+    if keys:
+        data = sort_table(data, keys)
+        data = data.select(list(columns)) if columns is not None else data
     shown = data.slice(0, limit) if limit else data
     partitions = set(snap.delta_snapshot(name).partition_columns)
     infos = tuple(ColumnInfo(f.name, _type_name(f.type), f.nullable, f.name in partitions) for f in shown.schema)
@@ -452,6 +461,7 @@ def read_rows(
         lakehouse_version=snap.version,
         delta_version=snap.table_version(name),
         where=where,
+        order_by=order_by,
         columns=infos,
         matched=data.num_rows,
         limit=limit,

@@ -1,22 +1,34 @@
-"""``txlake sql``: a Spark SQL query over one consistent lakehouse snapshot."""
+"""``txlake sql``: a query over one consistent lakehouse snapshot, on Arrow when it is simple, else on Spark."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 import txlake
+from txlake.cli import arrow_sql
+from txlake.cli.jvm import InterruptWatch, Phases, start_spark, stop_spark
 from txlake.cli.options import Location
 from txlake.cli.output import Column, Output, cell, is_numeric, new_table
-from txlake.errors import PredicateError
+from txlake.cli.reports import snapshot_at
+from txlake.cli.suggest import did_you_mean, did_you_mean_or_list
+from txlake.errors import PredicateError, TableNotFoundError, TxlakeError
+from txlake.expr.binder import SqlNode
+from txlake.expr.syntax import caret_lines, describe_syntax_error
 
 if TYPE_CHECKING:
     from txlake.spark.session import SparkSession
+
+Engine = Literal["auto", "arrow", "spark"]
+ENGINES: tuple[Engine, ...] = ("auto", "arrow", "spark")
 
 
 @dataclass(frozen=True)
@@ -26,6 +38,7 @@ class SqlResult:
     query: str
     lakehouse_version: int
     tables: tuple[str, ...]
+    engine: str
     matched: int
     limit: int | None
     truncated: bool
@@ -37,30 +50,119 @@ def view_name(table: str) -> str:
     return "txlake__" + table.replace(".", "__")
 
 
-def bind_tables(query: str, tables: list[str]) -> tuple[str, dict[str, str]]:
-    """Rewrite ``namespace.table`` references of ``query`` to view names; only a query (SELECT) is allowed.
-
-    Returns the rewritten SQL and {lakehouse table: view} for the tables it references.
-    """
+def parse_query(query: str) -> exp.Query:
+    """The sqlglot tree of a query (``SELECT``, ``WITH``, set operations); :class:`PredicateError` otherwise."""
     try:
         tree = sqlglot.parse_one(query, read="spark")
-    except sqlglot.errors.ParseError as exc:
-        raise PredicateError(f"cannot parse the query: {exc}", expression=query) from exc
+    except SqlglotError as exc:
+        problem = describe_syntax_error(query, exc)
+        message = f"cannot parse the query: {problem.reason}\n{caret_lines(query, problem.position)}"
+        raise PredicateError(message, expression=query) from exc
     if not isinstance(tree, exp.Query):
         raise PredicateError("only queries (SELECT ...) can run over a snapshot", expression=query)
+    return tree
+
+
+def _table_names(tree: SqlNode) -> list[tuple[exp.Table, str]]:
+    """The named relations of the query (not table functions such as ``range(10)``) with their dotted names."""
+    return [
+        (node, ".".join(p for p in (node.catalog, node.db, node.name) if p))
+        for node in tree.find_all(exp.Table)
+        if isinstance(node.this, exp.Identifier)
+    ]
+
+
+def referenced_tables(tree: SqlNode, tables: Sequence[str], *, version: int | None = None) -> list[str]:
+    """The lakehouse tables ``tree`` names; a name that is neither one nor a CTE is :class:`TableNotFoundError`."""
     known = {t.lower(): t for t in tables}
-    used: dict[str, str] = {}
-    for node in tree.find_all(exp.Table):
-        parts = [p for p in (node.catalog, node.db, node.name) if p]
-        name = known.get(".".join(parts).lower())
-        if name is None:
+    ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
+    used: list[str] = []
+    for _, name in _table_names(tree):
+        if "." not in name and name.lower() in ctes:
             continue
-        used[name] = view_name(name)
-        alias = node.args.get("alias")
-        node.replace(exp.Table(this=exp.to_identifier(used[name]), alias=alias or exp.TableAlias(this=node.name)))
+        found = known.get(name.lower())
+        if found is None:
+            at = f" at lakehouse version {version}" if version is not None else ""
+            raise TableNotFoundError(f"no table {name!r}{at}{did_you_mean_or_list(name, tables, 'tables')}", table=name)
+        if found not in used:
+            used.append(found)
+    return used
+
+
+def bind_tables(query: str, tables: list[str], *, version: int | None = None) -> tuple[str, dict[str, str]]:
+    """Rewrite ``namespace.table`` references of ``query`` to view names; only a query (SELECT) is allowed.
+
+    Returns the rewritten SQL and {lakehouse table: view} for the tables it references. A table that does not
+    exist is :class:`TableNotFoundError` (with the closest names); a query naming no table a
+    :class:`PredicateError`.
+    """
+    tree = parse_query(query)
+    used = {name: view_name(name) for name in referenced_tables(tree, tables, version=version)}
     if not used:
         raise PredicateError(f"the query names none of the lakehouse tables ({', '.join(tables)})", expression=query)
+    known = {t.lower(): t for t in used}
+    for node, name in _table_names(tree):
+        table = known.get(name.lower())
+        if table is None:
+            continue  # a CTE
+        alias = node.args.get("alias")
+        node.replace(exp.Table(this=exp.to_identifier(used[table]), alias=alias or exp.TableAlias(this=node.name)))
     return tree.sql(dialect="spark"), used
+
+
+# ------------------------------------------------------------------------------------------ Spark errors
+
+# SQLSTATE classes of mistakes in the query or its data: 42 syntax or access rule (unknown column, table,
+# function; type mismatch), 22 data exception (bad cast, division by zero), 21 cardinality, 0A unsupported.
+_USER_SQLSTATES = ("42", "22", "21", "0A")
+_ERROR_CLASS = re.compile(r"^\[[A-Z0-9_.]+\]\s*")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+.*$")
+
+
+def _spark_message(exc: BaseException, views: Mapping[str, str]) -> str:
+    lines = str(exc).strip().splitlines()
+    text = _SQLSTATE.sub("", _ERROR_CLASS.sub("", lines[0] if lines else type(exc).__name__)).rstrip(" ;.")
+    for table, view in views.items():
+        text = re.sub(re.escape(view), table, text, flags=re.IGNORECASE)
+    return text
+
+
+def _unquote(name: str) -> str:
+    return ".".join(part.strip("`") for part in re.findall(r"`[^`]*`|[^.]+", name))
+
+
+def spark_query_error(
+    exc: BaseException, query: str, views: Mapping[str, str], columns: Sequence[str], *, version: int
+) -> TxlakeError | None:
+    """The txlake error for Spark's error about the query (unknown column, syntax, bad cast), else ``None``."""
+    try:
+        from pyspark.errors import PySparkException
+    except ImportError:  # pragma: no cover - the Spark path imports pyspark first
+        return None
+    if not isinstance(exc, PySparkException):
+        return None
+    state = exc.getSqlState() or ""
+    condition = exc.getCondition() or ""
+    if not state.startswith(_USER_SQLSTATES) and not condition.startswith(("PARSE_", "UNRESOLVED_")):
+        return None
+    params = exc.getMessageParameters() or {}
+    if condition.startswith("UNRESOLVED_COLUMN") and "objectName" in params:
+        name = _unquote(params["objectName"])
+        hint = did_you_mean(name.rsplit(".", 1)[-1], columns) or f" (columns: {', '.join(columns)})"
+        return PredicateError(f"unknown column {name!r} in the query{hint}", expression=query)
+    if condition.startswith("TABLE_OR_VIEW_NOT_FOUND") and "relationName" in params:
+        name = _unquote(params["relationName"])
+        return TableNotFoundError(
+            f"no table {name!r} at lakehouse version {version}{did_you_mean(name, views)}", table=name
+        )
+    if condition.startswith("UNRESOLVED_ROUTINE") and "routineName" in params:
+        return PredicateError(f"unknown function {_unquote(params['routineName'])} in the query", expression=query)
+    if condition == "PARSE_SYNTAX_ERROR" and "error" in params:
+        return PredicateError(f"cannot parse the query: syntax error at or near {params['error']}", expression=query)
+    return PredicateError(_spark_message(exc, views), expression=query)
+
+
+# ------------------------------------------------------------------------------------------------ engines
 
 
 def run_sql(
@@ -68,38 +170,97 @@ def run_sql(
 ) -> SqlResult:
     """Register the referenced tables of one snapshot as views and run ``query`` on Spark."""
     snap = lake.snapshot(version)
-    sql, used = bind_tables(query, snap.tables())
+    sql, used = bind_tables(query, snap.tables(), version=snap.version)
     for name, view in used.items():
         snap.read(name).createOrReplaceTempView(view)
-    df = spark.sql(sql)
-    fetched = (df.limit(limit + 1) if limit else df).toArrow()
-    truncated = bool(limit) and fetched.num_rows > (limit or 0)
-    rows = fetched.slice(0, limit) if limit else fetched
-    matched = rows.num_rows if not truncated else df.count()
-    return SqlResult(query, snap.version, tuple(sorted(used)), matched, limit, truncated, rows)
+    try:
+        df = spark.sql(sql)
+        fetched = (df.limit(limit + 1) if limit else df).toArrow()
+        truncated = bool(limit) and fetched.num_rows > (limit or 0)
+        rows = fetched.slice(0, limit) if limit else fetched
+        matched = rows.num_rows if not truncated else df.count()
+    except Exception as exc:
+        columns = list(dict.fromkeys(c for name in used for c in snap.schema(name).names))
+        error = spark_query_error(exc, query, used, columns, version=snap.version)
+        if error is None:
+            raise
+        raise error from exc
+    return SqlResult(query, snap.version, tuple(sorted(used)), "spark", matched, limit, truncated, rows)
+
+
+def run_arrow(
+    snap: txlake.LakehouseSnapshot, tree: exp.Query, table: str, query: str, *, limit: int | None
+) -> SqlResult:
+    """Run a simple single-table query on Arrow; :class:`arrow_sql.NeedsSpark` when it is not simple."""
+    planned = arrow_sql.plan(tree, table, snap.schema(table), query)
+    got = arrow_sql.run(snap, planned, limit=limit)
+    truncated = got.rows.num_rows < got.matched
+    return SqlResult(query, snap.version, (table,), "arrow", got.matched, limit, truncated, got.rows)
 
 
 def render_sql(out: Output, result: SqlResult) -> None:
     table = new_table([Column(f.name, numeric=is_numeric(f.type), wrap=True) for f in result.rows.schema])
-    names = result.rows.column_names
-    for row in result.rows.to_pylist():
-        table.add_row(*(cell(row[n]) for n in names))
+    for values in zip(*(c.to_pylist() for c in result.rows.columns), strict=True):
+        table.add_row(*(cell(v) for v in values))
     caption = f"{result.rows.num_rows} of {result.matched} row(s)"
     if result.truncated:
         caption += " (--limit N or --limit 0 for more)"
-    out.table(f"lakehouse version {result.lakehouse_version}: {', '.join(result.tables)}", table, caption)
+    out.table(
+        f"lakehouse version {result.lakehouse_version}: {', '.join(result.tables)} ({result.engine})", table, caption
+    )
 
 
-def cmd_sql(args: argparse.Namespace, location: Location, out: Output) -> int:
-    from txlake.spark.session import local_session  # pyspark is optional: only this command needs it
-
-    spark, created = local_session("txlake-sql")
+def _spark(args: argparse.Namespace, location: Location, version: int, phases: Phases, debug: bool) -> SqlResult:
+    spark, created = start_spark("txlake-sql", debug=debug)
+    phases.done("spark start")
+    watch = InterruptWatch(spark)
     try:
-        lake = txlake.connect(location.uri, dict(location.storage_options), create=False, spark=spark)
-        result = run_sql(lake, spark, args.query, version=args.at_version, limit=args.limit or None)
+        with watch:
+            lake = txlake.connect(location.uri, dict(location.storage_options), create=False, spark=spark)
+            phases.done("connect")
+            result = run_sql(lake, spark, args.query, version=version, limit=args.limit or None)
+            phases.done("query")
+    except Exception:
+        if watch.interrupted:  # py4j turned the Ctrl-C into its own error: report the interruption
+            raise KeyboardInterrupt from None
+        raise
     finally:
-        if created:
-            spark.stop()
+        if created and not watch.interrupted:  # after a Ctrl-C the JVM goes when this process exits
+            stop_spark(spark)
+            phases.done("spark stop")
+    return result
+
+
+def cmd_sql(args: argparse.Namespace, location: Location, lake: txlake.Lakehouse, out: Output) -> int:
+    """Plan on the snapshot first (names, syntax: no JVM for a typo), then run on Arrow or Spark."""
+    debug = bool(getattr(args, "debug", False))
+    engine: Engine = args.engine
+    phases = Phases()
+    snap = snapshot_at(lake, args.at_version)
+    tree = parse_query(args.query)
+    used = referenced_tables(tree, snap.tables(), version=snap.version)
+    if not used:
+        raise PredicateError(
+            f"the query names none of the lakehouse tables ({', '.join(snap.tables())})", expression=args.query
+        )
+    phases.done("plan")
+    result: SqlResult | None = None
+    if engine != "spark":
+        try:
+            if len(used) != 1:
+                raise arrow_sql.NeedsSpark("it reads more than one table")
+            result = run_arrow(snap, tree, used[0], args.query, limit=args.limit or None)
+            phases.done("arrow query")
+        except arrow_sql.NeedsSpark as why:
+            if engine == "arrow":
+                raise PredicateError(
+                    f"--engine arrow cannot run this query: {why}; use --engine spark (or auto)",
+                    expression=args.query,
+                ) from None
+    if result is None:
+        result = _spark(args, location, snap.version, phases, debug)
+    if debug:
+        out.stderr.print(f"debug: engine {result.engine}; {phases}", markup=False, soft_wrap=True)
     if out.json_mode:
         out.json(result)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -227,6 +228,16 @@ class SchemaScope:
             return found[0]
         return f"unknown column {'.'.join(parts)!r}"
 
+    def suggestion(self, parts: tuple[str, ...]) -> str:
+        """``"; did you mean 'x'?"`` for the column names close to an unknown one, else the columns there are."""
+        names = list(self.schema.names)
+        by_lower = {n.lower(): n for n in names}
+        close = difflib.get_close_matches(parts[-1].lower(), list(by_lower), n=3, cutoff=0.6)
+        if close:
+            return "; did you mean " + " or ".join(repr(by_lower[c]) for c in close) + "?"
+        shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+        return f" (columns: {shown})"
+
     def _descend(self, field: pa.Field, rest: tuple[str, ...]) -> ColumnRef | str:
         path: list[str] = []
         current = field.type
@@ -390,6 +401,8 @@ class Binder:
             raise self.unsupported(node)
         resolved = self.scope.resolve(parts)
         if isinstance(resolved, str):
+            if resolved.startswith("unknown column"):
+                raise PredicateError(f"{resolved} in {self.sql!r}{self.scope.suggestion(parts)}", expression=self.sql)
             raise self.error(resolved)
         return resolved
 

@@ -12,24 +12,27 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from txlake.errors import PredicateError
+from txlake.errors import InvalidArgumentTypeError, PredicateError
 from txlake.expr.binder import Binder, SchemaScope, SqlNode, column_parts, referenced_columns, validate
 from txlake.expr.evaluate import ARROW_ERRORS, broadcast, evaluate
 from txlake.expr.nodes import ColumnRef, Node, walk
 from txlake.expr.stats import FileStats, may_match
+from txlake.expr.syntax import caret_lines, describe_syntax_error
 
 DIALECT = "spark"
 
 
 def _parse(sql: str) -> SqlNode:
     if not isinstance(sql, str):
-        raise TypeError(f"expected a SQL string, got {type(sql).__name__}")
+        raise InvalidArgumentTypeError(f"expected a SQL string, got {type(sql).__name__}: {sql!r}")
     if not sql.strip():
         raise PredicateError("empty expression", expression=sql)
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT)
     except SqlglotError as exc:
-        raise PredicateError(f"cannot parse {sql!r}: {exc}", expression=sql) from exc
+        problem = describe_syntax_error(sql, exc)
+        message = f"cannot parse {sql!r}: {problem.reason}\n{caret_lines(sql, problem.position)}"
+        raise PredicateError(message, expression=sql) from exc
     if tree is None:
         raise PredicateError(f"cannot parse {sql!r}", expression=sql)
     validate(tree, sql)

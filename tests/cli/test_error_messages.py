@@ -1,0 +1,86 @@
+"""How failures read: storage problems in plain words, hints that fit the command, caret lines kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import Txlake
+from txlake.cli.exit_codes import ALLOW_HTTP_HINT, CREDENTIALS_HINT, ExitCode, describe_failure
+from txlake.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    PredicateError,
+    StorageError,
+    TableNotFoundError,
+    TransientStorageError,
+)
+
+# Messages as obstore / S3 produce them (the first line; the debug dump follows it in the exception text).
+NO_CREDENTIALS = (
+    "HEAD s3://somebucket/x/_txlake/log/00000000000000000000.json failed: Generic S3 error: Error performing PUT "
+    "http://169.254.169.254/latest/api/token in 1.567256ms - Server returned non-2xx status code: 403 Forbidden: "
+    'resolve_deny: denied destination\n\nDebug source:\nGeneric {\n    store: "S3",\n}'
+)
+NO_ALLOW_HTTP = (
+    "HEAD s3://b/x/_txlake/log/00000000000000000000.json failed: Generic S3 error: Error performing HEAD "
+    "http://127.0.0.1:9/b/x/_txlake/log/00000000000000000000.json in 143.143µs - HTTP error: builder error"
+)
+
+
+@pytest.mark.parametrize(
+    ("exc", "message", "hint"),
+    [
+        (
+            StorageError(NO_CREDENTIALS, path="_txlake/log/00000000000000000000.json", kind="HEAD"),
+            "HEAD s3://somebucket/x/_txlake/log/00000000000000000000.json failed: no AWS credentials found",
+            CREDENTIALS_HINT,
+        ),
+        (
+            TransientStorageError(NO_CREDENTIALS.replace("failed:", "failed after 6 attempts:")),
+            "failed after 6 attempts: no AWS credentials found",
+            CREDENTIALS_HINT,
+        ),
+        (StorageError(NO_ALLOW_HTTP), "failed: the endpoint is http:// but plain HTTP is not allowed", ALLOW_HTTP_HINT),
+        (StorageError("PUT s3://b/k failed: ... <Code>NoSuchBucket</Code>"), "the bucket does not exist", "bucket"),
+    ],
+)
+def test_storage_problems_in_plain_words(exc: StorageError, message: str, hint: str) -> None:
+    failure = describe_failure(exc)
+    assert failure.code == ExitCode.STORAGE
+    assert message in failure.message
+    assert failure.hint is not None and hint in failure.hint
+    for noise in ("Debug source", "169.254", "builder error", "ms -", "µs"):
+        assert noise not in failure.message
+    assert failure.detail == ()
+
+
+def test_the_credentials_hint_lists_the_ways() -> None:
+    for way in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "aws_access_key_id=", "IAM role", "aws_skip_signature"):
+        assert way in CREDENTIALS_HINT
+
+
+def test_hints_fit_the_command() -> None:
+    bad = PredicateError("cannot parse 'x +': expected an expression after '+'\n  x +\n     ^", expression="x +")
+    show, sql, other = (describe_failure(bad, command) for command in ("show", "sql", None))
+    assert show.hint is not None and "--where" in show.hint
+    assert sql.hint is not None and "query" in sql.hint and "--where" not in sql.hint
+    assert other.hint is not None and "--where" not in other.hint
+    assert show.detail == ("  x +", "     ^")  # the caret lines stay, under the error line
+    missing = describe_failure(TableNotFoundError("no table 'a.b'", table="a.b"), "sql")
+    assert missing.code == ExitCode.NOT_FOUND and missing.hint is not None and "namespace.table" in missing.hint
+
+
+def test_argument_errors_are_usage_errors() -> None:
+    assert describe_failure(InvalidArgumentError("isolation must be one of ...")).code == ExitCode.USAGE
+    assert describe_failure(InvalidArgumentTypeError("expected a SQL string")).code == ExitCode.USAGE
+
+
+def test_interrupted_is_one_word() -> None:
+    failure = describe_failure(KeyboardInterrupt())
+    assert (failure.code, failure.message, failure.hint) == (ExitCode.INTERRUPTED, "interrupted", None)
+
+
+def test_tables_of_an_unknown_namespace_say_so(bank: object, txlake_cli: Txlake) -> None:
+    run = txlake_cli("tables", "--uri", bank.uri, "--namespace", "bnak")  # type: ignore[attr-defined]
+    assert run.code == ExitCode.OK
+    assert "no namespace 'bnak'" in run.err and "did you mean 'bank'?" in run.err
