@@ -45,25 +45,21 @@ CASES: list[Any] = [
         lambda lake: txlake.connect("relative/path"),
         ValueError,
         id="connect-relative-path",
-        marks=_xfail("storage/store.py from_uri: local paths must be absolute"),
     ),
     pytest.param(
         lambda lake: txlake.connect("ftp://host/x"),
         ValueError,
         id="connect-unknown-scheme",
-        marks=_xfail("storage/store.py from_uri: unsupported storage scheme"),
     ),
     pytest.param(
         lambda lake: txlake.connect("s3://ab/x"),
         ValueError,
         id="connect-short-bucket",
-        marks=_xfail("storage/store.py from_uri: S3 bucket names"),
     ),
     pytest.param(
         lambda lake: txlake.connect(lake.uri, {"nosuch": "1"}),
         ValueError,
         id="connect-unknown-option",
-        marks=_xfail("storage/store.py _split_options: unknown storage option"),
     ),
     pytest.param(
         lambda lake: txlake.connect(42),
@@ -76,25 +72,21 @@ CASES: list[Any] = [
         lambda lake: lake.create_table("nodots", SCHEMA),
         ValueError,
         id="create-table-no-namespace",
-        marks=_xfail("txn/transaction.py split_name"),
     ),
     pytest.param(
         lambda lake: lake.create_table("s.bad name", SCHEMA),
         ValueError,
         id="create-table-bad-name",
-        marks=_xfail("txn/transaction.py split_name"),
     ),
     pytest.param(
         lambda lake: lake.create_table("s.x", 42),
         TypeError,
         id="create-table-schema-type",
-        marks=_xfail("txn/transaction.py create_table: schema must be a pyarrow.Schema"),
     ),
     pytest.param(
         lambda lake: lake.create_table("s.y", "id lnog"),
         ValueError,
         id="create-table-bad-ddl",
-        marks=_xfail("txn/transaction.py create_table: DDL strings not parsed yet (txlake.ddl)"),
     ),
     pytest.param(
         lambda lake: lake.create_table("s.z", SCHEMA, partition_by=["nope"]),
@@ -105,32 +97,27 @@ CASES: list[Any] = [
         lambda lake: lake.create_namespace("bad name"),
         ValueError,
         id="create-namespace-bad-name",
-        marks=_xfail("txn/transaction.py create_namespace: invalid namespace name"),
     ),
     pytest.param(
         lambda lake: lake.drop_namespace("s"),
         ValueError,
         id="drop-namespace-not-empty",
-        marks=_xfail("txn/transaction.py drop_namespace: namespace is not empty"),
     ),
     pytest.param(
         lambda lake: lake.rename_table("s.plain", "nodots"),
         ValueError,
         id="rename-table-no-namespace",
-        marks=_xfail("txn/transaction.py split_name"),
     ),
     # Lakehouse: transactions and reads
     pytest.param(
         lambda lake: lake.transaction(isolation="repeatable_read"),
         ValueError,  # type: ignore[arg-type]
         id="transaction-isolation",
-        marks=_xfail("txn/transaction.py Transaction.__init__ isolation"),
     ),
     pytest.param(
         lambda lake: lake.run(lambda tx: None, isolation="nope"),
         ValueError,  # type: ignore[arg-type]
         id="run-isolation",
-        marks=_xfail("txn/transaction.py Transaction.__init__ isolation"),
     ),
     pytest.param(lambda lake: lake.snapshot(-1), LookupError, id="snapshot-negative-version"),
     pytest.param(
@@ -162,13 +149,11 @@ CASES: list[Any] = [
         lambda lake: lake.transaction().create_table("nodots", SCHEMA),
         ValueError,
         id="tx-create-table-no-namespace",
-        marks=_xfail("txn/transaction.py split_name"),
     ),
     pytest.param(
         lambda lake: lake.transaction().append("s.plain", "rows"),
         TypeError,
         id="tx-append-type",
-        marks=_xfail("txn/transaction.py append: data must be a pyarrow.Table"),
     ),
     pytest.param(
         lambda lake: lake.transaction().append("s.plain", pa.table({"x": [1]})), ValueError, id="tx-append-schema"
@@ -177,13 +162,11 @@ CASES: list[Any] = [
         lambda lake: lake.transaction().overwrite("s.plain", [1, 2]),
         TypeError,
         id="tx-overwrite-type",
-        marks=_xfail("txn/transaction.py overwrite: data must be a pyarrow.Table"),
     ),
     pytest.param(
         lambda lake: lake.transaction().update("s.plain", set={}),
         ValueError,
         id="tx-update-empty-set",
-        marks=_xfail("txn/transaction.py update: needs at least one column in set="),
     ),
     pytest.param(
         lambda lake: lake.transaction().update("s.plain", set={"v": 1}),
@@ -194,13 +177,11 @@ CASES: list[Any] = [
         lambda lake: lake.transaction().update("s.plain", set={"v": "'a'"}, engine="bogus"),  # type: ignore[arg-type]
         ValueError,
         id="tx-update-engine",
-        marks=_xfail("txn/transaction.py _dml_engine: engine must be"),
     ),
     pytest.param(
         lambda lake: lake.transaction().update("s.parted", set={"v": "'a'"}),
         ValueError,
         id="tx-update-partition-column",
-        marks=_xfail("txn/transaction.py update: updating partition column"),
     ),
     pytest.param(
         lambda lake: lake.transaction().update("s.plain", set={"nope": "1"}), ValueError, id="tx-update-unknown-column"
@@ -214,19 +195,16 @@ CASES: list[Any] = [
         lambda lake: lake.transaction().delete("s.plain", engine="bogus"),
         ValueError,  # type: ignore[arg-type]
         id="tx-delete-engine",
-        marks=_xfail("txn/transaction.py _dml_engine: engine must be"),
     ),
     pytest.param(
         lambda lake: lake.transaction().merge("s.plain", ROWS, on="t.id = s.id"),
         ValueError,
         id="tx-merge-no-clause",
-        marks=_xfail("txn/engine.py MergeSpec.__post_init__: at least one clause"),
     ),
     pytest.param(
         lambda lake: lake.transaction().merge("s.plain", "rows", on="t.id = s.id", when_matched_update="*"),
         TypeError,
         id="tx-merge-source-type",
-        marks=_xfail("txn/transaction.py merge: source must be a pyarrow.Table"),
     ),
     pytest.param(
         lambda lake: lake.transaction().merge(
@@ -234,7 +212,6 @@ CASES: list[Any] = [
         ),
         ValueError,
         id="tx-merge-same-aliases",
-        marks=_xfail("txn/engine.py MergeSpec.__post_init__: aliases must differ"),
     ),
     pytest.param(
         lambda lake: lake.transaction().merge("s.plain", ROWS, on="t.id = s.id", when_matched_update=5),  # type: ignore[arg-type]

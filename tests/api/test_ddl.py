@@ -81,9 +81,6 @@ def test_unknown_types_list_the_spark_types() -> None:
         parse_ddl_schema("id number")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="raise site outside cli/: txn/transaction.py create_table does not call txlake.ddl"
-)
 def test_create_table_takes_a_ddl_string(tmp_path: Path) -> None:
     lake = txlake.connect(f"file://{tmp_path}")
     lake.create_table("s.t", "id long NOT NULL, v string")

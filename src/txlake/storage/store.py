@@ -33,6 +33,7 @@ from obstore.exceptions import (
 from obstore.store import LocalStore, MemoryStore, S3Store
 
 from txlake.errors import (
+    InvalidArgumentError,
     InvalidObjectPathError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -108,7 +109,7 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
         elif low in _TXLAKE_KEYS:
             ours[low] = value
         else:
-            raise ValueError(f"unknown storage option {key!r}")
+            raise InvalidArgumentError(f"unknown storage option {key!r}", argument="storage_options")
     return s3, client, ours
 
 
@@ -208,7 +209,7 @@ class ObjectStore:
         if scheme in {"", "file"}:
             path = parsed.path if scheme == "file" else uri
             if not path.startswith("/"):
-                raise ValueError(f"local lakehouse paths must be absolute, got {uri!r}")
+                raise InvalidArgumentError(f"local lakehouse paths must be absolute, got {uri!r}", argument="uri")
             if must_exist and not os.path.isdir(path):
                 raise ObjectNotFoundError(f"no directory {path}", path=path, kind="HEAD")
             inner = LocalStore(path, mkdir=True)
@@ -221,7 +222,8 @@ class ObjectStore:
         elif scheme in {"s3", "s3a"}:
             bucket = parsed.netloc
             if len(bucket) < 3:
-                raise ValueError(f"S3 bucket names have at least 3 characters, got {bucket!r}")
+                message = f"S3 bucket names have at least 3 characters, got {bucket!r}"
+                raise InvalidArgumentError(message, argument="uri")
             prefix = parsed.path.strip("/")
             if "allow_http" not in client_cfg and "AWS_ALLOW_HTTP" in os.environ:
                 # obstore reads endpoint and keys from the environment, but explicit client options (which we
@@ -238,7 +240,9 @@ class ObjectStore:
             )
             norm = f"s3://{bucket}" + (f"/{prefix}" if prefix else "")
         else:
-            raise ValueError(f"unsupported storage scheme {scheme!r} in {uri!r} (use file://, s3://, memory://)")
+            raise InvalidArgumentError(
+                f"unsupported storage scheme {scheme!r} in {uri!r} (use file://, s3://, memory://)", argument="uri"
+            )
         return cls(inner, norm, retry=retry, options=options, key_prefix=key_prefix)
 
     @property

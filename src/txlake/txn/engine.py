@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from txlake.delta.actions import Add, Metadata
 from txlake.delta.schema import schema_from_json
-from txlake.errors import TxlakeError
+from txlake.errors import InvalidArgumentError, TxlakeError
 from txlake.lakehouse.records import TableEntry
 from txlake.storage import ObjectStore
 
@@ -138,21 +138,23 @@ class MergeSpec:
 
     def __post_init__(self) -> None:
         if self.matched_update is None and not self.matched_delete and self.not_matched_insert is None:
-            raise ValueError("merge needs at least one clause")
+            raise InvalidArgumentError("merge needs at least one clause")
         if self.target_alias.lower() == self.source_alias.lower():
-            raise ValueError("target_alias and source_alias must differ")
+            raise InvalidArgumentError("target_alias and source_alias must differ")
         for mapping in (self.matched_update, self.not_matched_insert):
             if isinstance(mapping, str) and mapping != "*":
-                raise ValueError(f"a column map must be a mapping or '*', got {mapping!r}")
+                raise InvalidArgumentError(f"a column map must be a mapping or '*', got {mapping!r}")
         if self.matched_update_condition is not None and self.matched_update is None:
-            raise ValueError("matched_update_condition needs matched_update")
+            raise InvalidArgumentError("matched_update_condition needs matched_update")
         if self.not_matched_insert_condition is not None and self.not_matched_insert is None:
-            raise ValueError("not_matched_insert_condition needs not_matched_insert")
+            raise InvalidArgumentError("not_matched_insert_condition needs not_matched_insert")
         unconditional = (self.matched_delete is True) + (
             self.matched_update is not None and self.matched_update_condition is None
         )
         if unconditional > 1:
-            raise ValueError("only one matched clause may be unconditional (give the delete or the update a condition)")
+            raise InvalidArgumentError(
+                "only one matched clause may be unconditional (give the delete or the update a condition)"
+            )
 
     def matched_clauses(self) -> tuple[MergeClause, ...]:
         """Matched clauses in evaluation order: conditional before unconditional, delete before update."""

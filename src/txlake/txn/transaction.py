@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
+from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import protocol_for_new_table
 from txlake.delta.schema import conform, normalize_schema, schema_to_json
@@ -25,6 +26,8 @@ from txlake.errors import (
     CommitStateUnknownError,
     ConcurrentTransactionError,
     ConflictError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
     PredicateError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -75,7 +78,9 @@ def split_name(name: str) -> tuple[str, str]:
     """``namespace.table`` -> (namespace, table); nested namespaces ``a.b.t`` are allowed."""
     parts = name.split(".")
     if len(parts) < 2 or not all(_NAME.fullmatch(p) for p in parts):
-        raise ValueError(f"table names look like 'namespace.table' (letters, digits, _), got {name!r}")
+        raise InvalidArgumentError(
+            f"table names look like 'namespace.table' (letters, digits, _), got {name!r}", argument="name"
+        )
     _check_lengths(name, parts)
     return ".".join(parts[:-1]), parts[-1]
 
@@ -83,7 +88,7 @@ def split_name(name: str) -> tuple[str, str]:
 def _check_lengths(name: str, parts: Sequence[str]) -> None:
     long = [p for p in parts if len(p) > MAX_NAME_LENGTH]
     if long:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"each part of a name has at most {MAX_NAME_LENGTH} characters; {name[:40]!r}... has one of {len(long[0])}"
         )
 
@@ -109,7 +114,9 @@ class Transaction:
 
     def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable") -> None:
         if isolation not in ISOLATION_LEVELS:
-            raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}")
+            raise InvalidArgumentError(
+                f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}", argument="isolation"
+            )
         self._ctx = ctx
         self.isolation: Isolation = isolation
         self._policy = IsolationPolicy(isolation)
@@ -210,7 +217,7 @@ class Transaction:
     ) -> None:
         self._ensure_active()
         if not all(_NAME.fullmatch(p) for p in name.split(".")):
-            raise ValueError(f"invalid namespace name {name!r}")
+            raise InvalidArgumentError(f"invalid namespace name {name!r}", argument="name")
         _check_lengths(name, name.split("."))
         self._read_namespaces.add(name.lower())
         if self._view.has_namespace(name):
@@ -226,7 +233,7 @@ class Transaction:
         if not self._view.has_namespace(name):
             raise TableNotFoundError(f"no namespace {name!r}", table=name)
         if self._view.table_names(name):
-            raise ValueError(f"namespace {name!r} is not empty")
+            raise InvalidArgumentError(f"namespace {name!r} is not empty", argument="name")
         self._catalog(DropNamespace(name))
 
     def create_table(
@@ -242,10 +249,16 @@ class Transaction:
         """Create a table (visible to this transaction at once, to others when it commits)."""
         self._ensure_active()
         namespace, short = split_name(name)
+        if isinstance(schema, str):  # Spark DDL: "id long NOT NULL, v string"
+            schema = parse_ddl_schema(schema)
         if not isinstance(schema, pa.Schema):
             converted = self._ctx.engine.arrow_schema(schema, table=name) if self._ctx.engine is not None else None
             if converted is None:
-                raise TypeError(f"schema must be a pyarrow.Schema or a Spark StructType, got {type(schema).__name__}")
+                raise InvalidArgumentTypeError(
+                    "schema must be a pyarrow.Schema, a Spark StructType or a Spark DDL string, "
+                    f"got {type(schema).__name__}",
+                    argument="schema",
+                )
             schema = converted
         self._read_names.add(name.lower())
         self._read_namespaces.add(namespace.lower())
@@ -342,7 +355,9 @@ class Transaction:
     def _engine_for(self, data: object) -> DataEngine:
         engine = self._ctx.engine
         if engine is None or not engine.accepts(data):
-            raise TypeError(f"data must be a pyarrow.Table or a Spark DataFrame, got {type(data).__name__}")
+            raise InvalidArgumentTypeError(
+                f"data must be a pyarrow.Table or a Spark DataFrame, got {type(data).__name__}", argument="data"
+            )
         return engine
 
     def append(self, name: str, data: pa.Table | Any) -> int:
@@ -393,7 +408,7 @@ class Transaction:
     def _dml_engine(self, engine: DmlEngine) -> DataEngine | None:
         """The data engine an UPDATE/DELETE runs on (``None``: the Arrow path)."""
         if engine not in ("auto", "arrow", "spark"):
-            raise ValueError(f"engine must be 'auto', 'arrow' or 'spark', got {engine!r}")
+            raise InvalidArgumentError(f"engine must be 'auto', 'arrow' or 'spark', got {engine!r}", argument="engine")
         if engine == "arrow":
             return None
         if engine == "spark":
@@ -464,7 +479,7 @@ class Transaction:
         """
         work = self._table(name)
         if not set:
-            raise ValueError("update needs at least one column in set=")
+            raise InvalidArgumentError("update needs at least one column in set=", argument="set")
         schema = work.schema
         lower = {n.lower(): n for n in schema.names}
         columns: dict[str, str] = {}
@@ -473,7 +488,7 @@ class Transaction:
             if real is None:
                 raise SchemaMismatchError(f"no column {col!r} in {name}", table=name, columns=[col])
             if real in work.partition_columns:
-                raise ValueError(f"updating partition column {real!r} is not supported")
+                raise InvalidArgumentError(f"updating partition column {real!r} is not supported", argument="set")
             columns[real] = expr
         data_engine = self._dml_engine(engine)
         if data_engine is not None:
@@ -515,7 +530,10 @@ class Transaction:
         )
         if not isinstance(source, pa.Table):
             if self._ctx.engine is None or not self._ctx.engine.accepts(source):
-                raise TypeError(f"source must be a pyarrow.Table or a Spark DataFrame, got {type(source).__name__}")
+                raise InvalidArgumentTypeError(
+                    f"source must be a pyarrow.Table or a Spark DataFrame, got {type(source).__name__}",
+                    argument="source",
+                )
             return self._merge_engine(self._ctx.engine, name, source, spec)
         return self._merge_arrow(name, source, spec)
 
