@@ -16,8 +16,10 @@ from txlake.delta.log import DeltaLog
 from txlake.delta.state import Snapshot
 from txlake.errors import (
     ConflictError,
+    InvalidArgumentTypeError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
+    SchemaMismatchError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -74,6 +76,11 @@ class LakehouseSnapshot:
         """Rows of ``name`` at this version matching ``where`` (file pruning by stats, then filtering)."""
         entry = self.entry(name)
         snap = self.delta_snapshot(name)
+        if columns is not None:
+            unknown = [c for c in columns if c not in snap.schema.names]
+            if unknown:
+                message = f"unknown columns {unknown} in {entry.name}"
+                raise SchemaMismatchError(message, table=entry.name, columns=unknown)
         files = list(snap.files.values())
         predicate = None
         if where is not None:
@@ -162,6 +169,10 @@ class Lakehouse:
         """A consistent read-only view at ``version`` (latest when ``None``)."""
         if version is None:
             return LakehouseSnapshot(self._ctx, self._ctx.latest_state())
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidArgumentTypeError(
+                f"version must be an int (a lakehouse version), got {type(version).__name__}", argument="version"
+            )
         if version < 0:
             raise VersionNotFoundError(f"no lakehouse version {version}", version=version)
         return LakehouseSnapshot(self._ctx, self._ctx.glog.state_at(version))
@@ -360,6 +371,8 @@ def connect(
             files are moved into the table after the job), the txlake Python data source (``"python"``), or
             ``"auto"`` (native whenever the table and the DataFrame allow it, see :mod:`txlake.spark.native`).
     """
+    if not isinstance(uri, str):
+        raise InvalidArgumentTypeError(f"uri must be a string, got {type(uri).__name__}", argument="uri")
     try:
         store = ObjectStore.from_uri(uri, storage_options, must_exist=not create)
     except ObjectNotFoundError as exc:

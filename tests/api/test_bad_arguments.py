@@ -1,9 +1,7 @@
 """Every bad argument to the public API raises a ``TxlakeError`` that is still the builtin it always was.
 
 The README promises one error root: ``except txlake.TxlakeError`` catches whatever txlake raises on purpose,
-and ``except ValueError`` / ``except TypeError`` keep working for bad arguments. Cases whose raise site is
-still a plain builtin are marked ``xfail(strict=True)`` with the site named in the reason: when it is fixed
-the test passes, strict xfail turns that into a failure, and the marker is removed.
+and ``except ValueError`` / ``except TypeError`` keep working for bad arguments.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 ROWS = pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA)
-OUTSIDE = "raise site outside cli/"
 
 
 @pytest.fixture
@@ -33,10 +30,6 @@ def lake(tmp_path: Path) -> txlake.Lakehouse:
 
 
 Call = Callable[[txlake.Lakehouse], Any]
-
-
-def _xfail(site: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason=f"{OUTSIDE}: {site}")
 
 
 CASES: list[Any] = [
@@ -65,7 +58,6 @@ CASES: list[Any] = [
         lambda lake: txlake.connect(42),
         TypeError,
         id="connect-uri-not-a-string",  # type: ignore[arg-type]
-        marks=_xfail("lake.py connect / storage/store.py from_uri: AttributeError on a non-string uri"),
     ),
     # Lakehouse: catalog
     pytest.param(
@@ -124,7 +116,6 @@ CASES: list[Any] = [
         lambda lake: lake.snapshot("x"),
         TypeError,
         id="snapshot-version-type",  # type: ignore[arg-type]
-        marks=_xfail("lake.py Lakehouse.snapshot: '<' between str and int"),
     ),
     pytest.param(
         lambda lake: lake.read_arrow("s.plain", where=42),
@@ -137,7 +128,6 @@ CASES: list[Any] = [
         lambda lake: lake.read_arrow("s.plain", columns=["nope"]),
         ValueError,
         id="read-unknown-column",
-        marks=_xfail("lake.py LakehouseSnapshot.read_arrow: pyarrow KeyError from select()"),
     ),
     pytest.param(lambda lake: lake.read_arrow("nodots"), LookupError, id="read-unknown-table"),
     # LakehouseSnapshot
@@ -217,7 +207,6 @@ CASES: list[Any] = [
         lambda lake: lake.transaction().merge("s.plain", ROWS, on="t.id = s.id", when_matched_update=5),  # type: ignore[arg-type]
         TypeError,
         id="tx-merge-column-map-type",
-        marks=_xfail("txn/engine.py MergeSpec.__post_init__ / engine/arrow_dml.py: AttributeError on .items()"),
     ),
     pytest.param(
         lambda lake: lake.transaction().merge("s.plain", ROWS, on="t.id = ", when_matched_update="*"),

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from txlake.delta.actions import Add, Metadata
 from txlake.delta.schema import schema_from_json
-from txlake.errors import InvalidArgumentError, TxlakeError
+from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError, TxlakeError
 from txlake.lakehouse.records import TableEntry
 from txlake.storage import ObjectStore
 
@@ -142,8 +142,8 @@ class MergeSpec:
         if self.target_alias.lower() == self.source_alias.lower():
             raise InvalidArgumentError("target_alias and source_alias must differ")
         for mapping in (self.matched_update, self.not_matched_insert):
-            if isinstance(mapping, str) and mapping != "*":
-                raise InvalidArgumentError(f"a column map must be a mapping or '*', got {mapping!r}")
+            if mapping is not None and mapping != "*" and not isinstance(mapping, Mapping):
+                raise InvalidArgumentTypeError(f"a column map must be a mapping or '*', got {mapping!r}")
         if self.matched_update_condition is not None and self.matched_update is None:
             raise InvalidArgumentError("matched_update_condition needs matched_update")
         if self.not_matched_insert_condition is not None and self.not_matched_insert is None:
