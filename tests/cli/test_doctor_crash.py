@@ -27,7 +27,7 @@ from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord
 
 CHILD = """
-import os, signal, sys
+import os, signal, sys, time
 import pyarrow as pa
 import txlake
 from txlake.lakehouse.log import GlobalLog
@@ -38,7 +38,15 @@ schema = pa.schema([("id", pa.int64()), ("owner", pa.string()), ("balance", pa.i
 lake = txlake.connect(uri, lease_seconds=float(lease))
 
 
+def published():
+    return sum(lake.store.exists(lake.delta_log(n).commit_path(3)) for n in ("bank.checking", "bank.savings"))
+
+
 def die():
+    if path_contains == "_delta_log/":  # tables publish concurrently: let the earlier PUTs land first
+        deadline = time.monotonic() + 10
+        while published() < int(nth) - 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
     if mid_put == "1":  # the local store's first step of a put: the bytes go to <path>#1
         claimed = max(lake.context.glog.list().records)
         with open(lake.store.local_path(GlobalLog.outcome_path(claimed)) + "#1", "xb") as staged:
