@@ -64,13 +64,32 @@ def test_fresh_deletes_only_what_the_demo_made(tmp_path: Path) -> None:
     (outside / "precious.txt").write_text("keep me")
 
     # anything foreign inside the demo's own layout, or a link out of it, and nothing is deleted
-    for intruder in (target / "bank" / "north" / "notes.txt", target / "_txlake" / "backup.json"):
+    intruders = (
+        target / "bank" / "north" / "notes.txt",
+        target / "_txlake" / "backup.json",
+        target / "_txlake" / "log" / "notes.txt",
+        target / "_txlake" / "txns" / "mine" / "keep.txt",
+        target / "bank" / "north" / "_delta_log" / "notes.txt",
+        target / "bank" / "north" / "mydata.parquet",
+        target / "bank" / "east-abcdef12" / "a.parquet",
+    )
+    for intruder in intruders:
+        made = not intruder.parent.exists()
+        intruder.parent.mkdir(parents=True, exist_ok=True)
         intruder.write_text("keep me")
         before = tree(target)
         line = assert_clean_failure(cli("demo", "--path", str(target), "--fresh", *DEMO), ExitCode.USAGE)
-        assert str(intruder) in line
+        assert str(intruder) in line or (made and str(intruder.parent) in line)
         assert tree(target) == before
         intruder.unlink()
+        if made:
+            intruder.parent.rmdir()
+    chart = next(target.glob("*.png"))
+    png = chart.read_bytes()
+    chart.write_text("my own picture")  # the chart's name, not a chart
+    assert_clean_failure(cli("demo", "--path", str(target), "--fresh", *DEMO), ExitCode.USAGE)
+    assert chart.read_text() == "my own picture"
+    chart.write_bytes(png)
     (target / "link").symlink_to(outside, target_is_directory=True)
     assert_clean_failure(cli("demo", "--path", str(target), "--fresh", *DEMO), ExitCode.USAGE)
     assert (outside / "precious.txt").read_text() == "keep me"

@@ -365,27 +365,33 @@ def _location(args: argparse.Namespace, storage_options: dict[str, str] | None, 
 # ---------------------------------------------------------------------------------------------- --fresh
 
 _TABLE_DIR = re.compile(r"^(?:north|south|east)(?:-[0-9a-f]{8})?$")
-_DATA_FILE = re.compile(r"^[^/]+\.parquet(?:#\d+)?$")
-_LAKEHOUSE_DIRS = frozenset({"log", "txns"})
+_PUT = r"(?:#\d+)?"  # a temporary object of an interrupted local put
+_DATA_FILE = re.compile(rf"^part-[0-9a-f]{{32}}-[0-9A-Za-z._-]+\.parquet{_PUT}$")  # named by the writing txn
+_DELTA_LOG_FILE = re.compile(
+    rf"^(?:\d{{20}}\.(?:json|checkpoint(?:\.\d{{10}}\.\d{{10}})?\.parquet)|_last_checkpoint){_PUT}$"
+)
+_GLOBAL_LOG_FILE = re.compile(rf"^\d{{20}}\.(?:json|outcome\.json|checkpoint\.json){_PUT}$")
+_TXID_DIR = re.compile(r"^[0-9a-f]{32}$")
+_PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _only_regular_files(directory: Path) -> Path | None:
-    """The first entry of ``directory`` that is not a regular file (a subdirectory, a symlink), if any."""
+def _first_not_matching(directory: Path, pattern: re.Pattern[str]) -> Path | None:
+    """The first entry of ``directory`` that is not a regular file named like ``pattern``, if any."""
     with os.scandir(directory) as entries:
         for entry in entries:
-            if not entry.is_file(follow_symlinks=False):
+            if not entry.is_file(follow_symlinks=False) or not pattern.match(entry.name):
                 return Path(entry.path)
     return None
 
 
 def _foreign_in_table(directory: Path) -> Path | None:
-    """What a demo table directory holds beyond ``_delta_log/`` (files only) and Parquet data files."""
+    """What a demo table directory holds beyond its Delta log and the data files transactions named."""
     with os.scandir(directory) as entries:
         for entry in entries:
             if entry.is_symlink():
                 return Path(entry.path)
             if entry.name == "_delta_log" and entry.is_dir():
-                found = _only_regular_files(Path(entry.path))
+                found = _first_not_matching(Path(entry.path), _DELTA_LOG_FILE)
                 if found is not None:
                     return found
             elif not (entry.is_file() and _DATA_FILE.match(entry.name)):
@@ -393,13 +399,40 @@ def _foreign_in_table(directory: Path) -> Path | None:
     return None
 
 
+def _foreign_below(directory: Path) -> Path | None:
+    """Anything under a transaction's staging directory that is not a plain file or directory."""
+    for parent, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(parent) / name
+            if path.is_symlink():
+                return path
+    return None
+
+
 def _foreign_in_lakehouse_dir(directory: Path) -> Path | None:
-    """``_txlake/`` holds the lakehouse log and transaction staging (``log/``, ``txns/``) and nothing else."""
+    """``_txlake/`` holds the log (record, outcome, checkpoint files), its hint and per-transaction staging."""
     with os.scandir(directory) as entries:
         for entry in entries:
-            if entry.is_symlink() or not entry.is_dir() or entry.name not in _LAKEHOUSE_DIRS:
-                return Path(entry.path)
+            path = Path(entry.path)
+            if entry.is_symlink():
+                return path
+            if entry.name == "log" and entry.is_dir():
+                found = _first_not_matching(path, _GLOBAL_LOG_FILE)
+            elif entry.name == "txns" and entry.is_dir():
+                found = next((p for p in sorted(path.iterdir()) if p.is_symlink() or not _TXID_DIR.match(p.name)), None)
+                found = found or next((f for p in sorted(path.iterdir()) if (f := _foreign_below(p))), None)
+            elif entry.name == "_last_checkpoint" and entry.is_file():
+                found = None
+            else:
+                found = path
+            if found is not None:
+                return found
     return None
+
+
+def _is_chart(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(len(_PNG)) == _PNG
 
 
 def demo_contents(root: Path) -> list[Path]:
@@ -419,7 +452,8 @@ def demo_contents(root: Path) -> list[Path]:
     if not (root / "_txlake").is_dir():
         raise UsageError(f"{refuse}: it is not empty and holds no txlake demo (no _txlake/ directory)", hint=hint)
     try:
-        tables = txlake.connect(f"file://{root}", create=False).tables()
+        lake = txlake.connect(f"file://{root}", create=False)
+        tables = lake.tables()
     except TxlakeError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{refuse}: its lakehouse cannot be read ({first})", hint=hint) from exc
@@ -433,12 +467,16 @@ def demo_contents(root: Path) -> list[Path]:
             pass
         elif entry.name == "_txlake" and entry.is_dir():
             foreign = _foreign_in_lakehouse_dir(entry)
-        elif entry.name == CHART_NAME and entry.is_file():
+        elif entry.name == CHART_NAME and entry.is_file() and _is_chart(entry):
             foreign = None
         elif entry.name == "bank" and entry.is_dir():
             foreign = None
+            locations = {root / lake.snapshot().entry(name).path for name in tables}
             for table in sorted(entry.iterdir()):
                 if table.is_symlink() or not table.is_dir() or not _TABLE_DIR.match(table.name):
+                    foreign = table
+                    break
+                if table not in locations:  # a directory the lakehouse does not know
                     foreign = table
                     break
                 foreign = _foreign_in_table(table)
