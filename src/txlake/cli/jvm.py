@@ -40,11 +40,10 @@ def silence_python_loggers() -> None:
             handler.setFormatter(logging.Formatter("warning: %(message)s"))
             ours.addHandler(handler)
     try:
-        from pyspark.logger import PySparkLogger
-    except ImportError:  # an older PySpark: it has no such loggers
+        from txlake.spark.session import silence_pyspark_loggers  # pyspark is optional
+    except ImportError:
         return
-    for name in PYSPARK_LOGGERS:
-        PySparkLogger.getLogger(name).disabled = True
+    silence_pyspark_loggers(PYSPARK_LOGGERS)
 
 
 _STREAMS = ((1, "stdout"), (2, "stderr"))

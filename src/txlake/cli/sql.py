@@ -136,10 +136,12 @@ def spark_query_error(
 ) -> TxlakeError | None:
     """The txlake error for Spark's error about the query (unknown column, syntax, bad cast), else ``None``."""
     try:
-        from pyspark.errors import PySparkException
+        from txlake.spark.session import pyspark_exception  # pyspark is optional: only the Spark path has it
+
+        spark_error = pyspark_exception()
     except ImportError:  # pragma: no cover - the Spark path imports pyspark first
         return None
-    if not isinstance(exc, PySparkException):
+    if not isinstance(exc, spark_error):
         return None
     state = exc.getSqlState() or ""
     condition = exc.getCondition() or ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -32,3 +34,20 @@ def local_session(app_name: str = "txlake", *, cores: int = 2, driver_memory: st
     )
     session.sparkContext.setLogLevel("ERROR")
     return session, True
+
+
+def pyspark_exception() -> Any:
+    """PySpark's error base class (its analysis, parse and runtime errors derive from it)."""
+    from pyspark.errors import PySparkException
+
+    return PySparkException
+
+
+def silence_pyspark_loggers(names: Sequence[str]) -> None:
+    """Disable PySpark's own Python loggers (they print JSON error records to stderr); older PySparks have none."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:
+        return
+    for name in names:
+        PySparkLogger.getLogger(name).disabled = True
