@@ -8,8 +8,13 @@ tasks that succeeded are deleted by the job's ``abort()``; files of the failed o
 messages never arrive, are deleted by the driver from the task manifests. When the transaction then
 aborts, its other files go too; when it commits, exactly its staged files are published. Files of attempts
 that lose to another attempt of the same task (retries, speculation) are removed the same way after a
-successful job. Not covered: a task still running after the driver cleaned up (a straggler of a cancelled
-job) may leave files; they carry the transaction id for garbage collection.
+successful job. A failed job is reported as soon as one task failed, while other attempts still run (or have
+not yet begun writing); the driver cleans up only once Spark has seen every attempt of the job end. Not covered:
+an executor Spark has given up on while it still runs may leave files; they carry the transaction id for
+garbage collection.
+
+Whatever the outcome, nothing of a transaction's Spark writes stays below ``_txlake/txns/``, on a local
+lakehouse not even directories.
 """
 
 from __future__ import annotations
@@ -28,12 +33,21 @@ import txlake
 from tests.interop.deltars import rows
 from tests.spark.conftest import writer_for
 from tests.spark.helpers import deltars_read, df_rows, staging_objects, txid_files
+from txlake.errors import SchemaMismatchError
 from txlake.spark import SparkEngine
 from txlake.spark.engine import ReaderChoice
-from txlake.spark.writing import TaskWriter, clear_staging, commit_write, new_write_id, remove_unrecorded
-from txlake.txn.engine import TableLocation, WriteSpec
+from txlake.spark.writing import (
+    TaskWriter,
+    clear_staging,
+    commit_write,
+    new_write_id,
+    remove_staging_dirs,
+    remove_unrecorded,
+)
+from txlake.txn.engine import SparkWriter, TableLocation, WriteSpec
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.int64())])
+STRICT_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.int64())])
 
 
 @pytest.fixture
@@ -125,3 +139,87 @@ def test_unrecorded_attempts_are_removed(tmp_path: Path) -> None:
     assert set(txid_files(lake, "s.t", spec.txid)) == left
     clear_staging(lake.store, spec.txid, write_id)
     assert staging_objects(lake, spec.txid) == []
+
+
+def txns_entries(root: Path) -> list[str]:
+    """Every file and directory below ``<root>/_txlake/txns``."""
+    txns = root / "_txlake" / "txns"
+    return sorted(str(p.relative_to(txns)) for p in txns.rglob("*"))
+
+
+class StopTransaction(Exception):
+    """Raised in a transaction block to make it abort."""
+
+
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_transactions_leave_nothing_in_txns(
+    tmp_path: Path, spark: SparkSession, small_batches: None, writer: SparkWriter
+) -> None:
+    """Spark appends (some failing in a task, some refused by a task) in committed and aborted transactions."""
+    root = tmp_path / "lake"
+    engine = SparkEngine(spark, writer=writer, target_file_bytes=1)
+    lake = txlake.connect(root.as_uri(), spark=engine)
+    lake.create_table("s.t", SCHEMA)
+    lake.create_table("s.p", SCHEMA, partition_by=["x"])
+    lake.create_table("s.strict", STRICT_SCHEMA)
+    appends = 3
+
+    def rows_from(start: int) -> DataFrame:
+        return spark.range(start, start + 100, numPartitions=2).selectExpr("id", "id % 3 AS x")
+
+    def refused() -> DataFrame:  # a null in the non-nullable column: a task refuses its rows
+        return spark.createDataFrame([(1, 1), (None, 2)], "id long, x long")
+
+    with lake.transaction() as tx:
+        for i in range(appends):
+            assert tx.append("s.t", rows_from(100 * i)) == 100
+            assert tx.append("s.p", rows_from(100 * i)) == 100
+        with pytest.raises(PySparkException):
+            tx.append("s.t", failing_rows(spark, fail_at=999))
+        with pytest.raises(SchemaMismatchError):
+            tx.append("s.strict", refused())
+    assert tx.status == "committed"
+    assert txns_entries(root) == []
+    assert lake.snapshot().read("s.t").count() == lake.snapshot().read("s.p").count() == 100 * appends
+    published = set(lake.snapshot().delta_snapshot("s.t").files)
+    assert {p.rsplit("/", 1)[-1] for p in txid_files(lake, "s.t", tx.txid)} == published
+
+    aborted = lake.transaction()
+    with pytest.raises(StopTransaction), aborted:
+        for i in range(appends):
+            aborted.append("s.t", rows_from(1000 + 100 * i))
+            aborted.append("s.p", rows_from(1000 + 100 * i))
+        with pytest.raises(SchemaMismatchError):
+            aborted.append("s.strict", refused())
+        raise StopTransaction
+    assert aborted.status == "aborted"
+    assert txns_entries(root) == []
+
+    failed = lake.transaction()
+    with pytest.raises(PySparkException), failed:  # the failed statement aborts the transaction
+        for i in range(appends):
+            failed.append("s.p", rows_from(2000 + 100 * i))
+        failed.append("s.t", failing_rows(spark, fail_at=999))
+    assert failed.status == "aborted"
+    assert txns_entries(root) == []
+    for name in ("s.t", "s.p", "s.strict"):
+        assert txid_files(lake, name, aborted.txid) == txid_files(lake, name, failed.txid) == []
+    assert lake.snapshot().read("s.t").count() == 100 * appends
+
+
+def test_only_empty_own_staging_dirs_are_removed(tmp_path: Path) -> None:
+    """A write removes its own empty directories; another write's, or anything not named by ids, stays."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    txid, mine, theirs = "a" * 32, new_write_id(), new_write_id()
+    spark_dir = tmp_path / "lake" / "_txlake" / "txns" / txid / "spark"
+    for name in (f"{mine}.tasks", f"{mine}.rejected", f"{theirs}.tasks"):
+        (spark_dir / name).mkdir(parents=True)
+    (spark_dir / f"{theirs}.tasks" / "attempt.json").write_text("{}")
+    remove_staging_dirs(lake.store, txid, mine)
+    assert sorted(p.name for p in spark_dir.iterdir()) == [f"{theirs}.tasks"]
+    (spark_dir / f"{theirs}.tasks" / "attempt.json").unlink()
+    remove_staging_dirs(lake.store, "..", theirs)  # not a transaction id: nothing is touched
+    remove_staging_dirs(lake.store, txid, "../" + theirs)
+    assert (spark_dir / f"{theirs}.tasks").is_dir()
+    remove_staging_dirs(lake.store, txid, theirs)
+    assert txns_entries(tmp_path / "lake") == []

@@ -5,9 +5,10 @@ Spark's own Parquet reader over those files (local lakehouses; partition columns
 log, never parsed from paths) or through the ``txlake`` Python data source (any store, e.g. ``s3://`` via
 obstore inside the tasks). ``where`` is applied by Spark; txlake uses it only to prune files.
 
-Writes: the DataFrame's schema is checked against the table on the driver before any job runs, then the
-``txlake`` data source writes the files in the executors; the job commit leaves a write record which the engine
-reads here and hands back to the transaction as add actions. Nothing is committed to Delta.
+Writes: the DataFrame's schema is checked against the table on the driver before any job runs, then Spark's
+Parquet writer (:mod:`txlake.spark.native`) or the ``txlake`` data source writes the files in the executors; the
+data source's job commit leaves a write record which the engine reads here, once every task attempt of the job
+has ended, and hands back to the transaction as add actions. Nothing is committed to Delta.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from txlake.expr import parse_predicate
 from txlake.expr.nodes import walk
 from txlake.spark import dml
 from txlake.spark.dml import FILE_COLUMN, TaggedScan, local_file_key, quote, spark_file_key
+from txlake.spark.jobs import awaited_jobs, job_tag
 from txlake.spark.native import native_write_problem, write_native
 from txlake.spark.source import FORMAT, TxlakeDataSource, spark_schema
 from txlake.spark.specs import encode_scan, encode_write
@@ -46,8 +48,10 @@ from txlake.spark.writing import (
     load_rejection,
     load_write,
     new_write_id,
+    remove_staging_dirs,
     remove_unrecorded,
 )
+from txlake.storage import ObjectStore
 from txlake.txn.engine import (
     MergeOutcome,
     MergeSpec,
@@ -241,30 +245,47 @@ class SparkEngine:
     # ------------------------------------------------------------------------------------------ writes
 
     def write(self, target: WriteSpec, data: Any) -> WriteOutcome:
-        """Run the Spark job writing ``data`` as files of ``target``; return their adds (nothing is committed)."""
+        """Run the Spark job writing ``data`` as files of ``target``; return their adds (nothing is committed).
+
+        Whatever the outcome, nothing of the write stays below ``_txlake/txns/<txid>/spark`` (on a local
+        lakehouse not even the directories).
+        """
         df = self.conform(target.table, data)
         write_id = new_write_id()
         store = target.table.open_store()
-        if self.writer != "python":
-            root = store.local_path()
-            problem = native_write_problem(root, target, df)
-            if problem is None and root is not None:
-                outcome = write_native(self.spark, root, target, df, write_id)
-                self.last_write = WriteRecord(
-                    target.txid, write_id, target.table.table_name, outcome.adds, outcome.num_rows, Committer.here()
-                )
-                return outcome
-            if self.writer == "native":
-                raise ValueError(f"Spark's Parquet writer cannot write into {target.table.table_name}: {problem}")
         try:
-            (
-                df.write.format(FORMAT)
-                .mode("append")
-                .option("write", encode_write(target))
-                .option("writeId", write_id)
-                .option("targetFileBytes", str(self.target_file_bytes))
-                .save()
-            )
+            if self.writer != "python":
+                root = store.local_path()
+                problem = native_write_problem(root, target, df)
+                if problem is None and root is not None:
+                    outcome = write_native(self.spark, root, target, df, write_id)
+                    self.last_write = WriteRecord(
+                        target.txid, write_id, target.table.table_name, outcome.adds, outcome.num_rows, Committer.here()
+                    )
+                    return outcome
+                if self.writer == "native":
+                    raise ValueError(f"Spark's Parquet writer cannot write into {target.table.table_name}: {problem}")
+            return self._write_source(store, target, df, write_id)
+        finally:
+            remove_staging_dirs(store, target.txid, write_id)
+
+    def _write_source(self, store: ObjectStore, target: WriteSpec, df: DataFrame, write_id: str) -> WriteOutcome:
+        """Write through the ``txlake`` data source; clean up only once every task attempt of the job ended.
+
+        When the job fails, Spark raises as soon as one task failed, while other attempts may still be writing
+        or not even have begun (:mod:`txlake.spark.jobs`). The task manifests are read after all of them ended,
+        so they name every file any attempt wrote.
+        """
+        try:
+            with awaited_jobs(self.spark.sparkContext, job_tag(write_id)):
+                (
+                    df.write.format(FORMAT)
+                    .mode("append")
+                    .option("write", encode_write(target))
+                    .option("writeId", write_id)
+                    .option("targetFileBytes", str(self.target_file_bytes))
+                    .save()
+                )
         except Exception as exc:
             # abort() deleted the files of the tasks that succeeded; the manifests name the files of the others
             rejection = load_rejection(store, target.txid, write_id)
@@ -276,6 +297,7 @@ class SparkEngine:
         record = load_write(store, target.txid, write_id)
         if record is None:
             remove_unrecorded(store, target, write_id)
+            clear_staging(store, target.txid, write_id)
             raise TxlakeError(f"the Spark write {write_id} into {target.table.table_name} left no write record")
         self.last_write = record
         # files of attempts that failed or lost to another attempt (retries, speculation) are not in the record

@@ -4,7 +4,9 @@ The job writes into a directory of the transaction (``_txlake/txns/<txid>/spark/
 usual commit protocol, so a failed job leaves nothing there that counts. After the job the driver reads each
 file's footer (row count and Delta statistics), then moves the files into the table as
 ``[<partition dir>/]part-<txid>-<write-id>-<spark name>`` and returns their add actions for the transaction
-to stage. Nothing is committed to Delta; a crash between the moves leaves files named by the transaction id.
+to stage. The directory is deleted once every task attempt of the job has ended (:mod:`txlake.spark.jobs`), so
+that none writes into it afterwards. Nothing is committed to Delta; a crash between the moves leaves files
+named by the transaction id.
 
 The table's nullability is enforced inside the job: where the DataFrame may hold a null the table forbids (a
 non-nullable column, partition column, struct field, array element or map value), a row holding one makes its
@@ -63,6 +65,7 @@ from txlake.delta.files import HIVE_NULL, encode_path, partition_dir, stats_from
 from txlake.delta.schema import normalize_schema
 from txlake.errors import SchemaMismatchError
 from txlake.spark.dml import quote
+from txlake.spark.jobs import awaited_jobs, job_tag
 from txlake.spark.source import spark_schema
 from txlake.spark.writing import file_tag, staging_dir
 from txlake.txn.engine import WriteOutcome, WriteSpec
@@ -249,7 +252,8 @@ def write_native(spark: SparkSession, root: str, target: WriteSpec, df: DataFram
             if keys:
                 writer = writer.partitionBy(*keys)
             try:
-                writer.parquet(out)
+                with awaited_jobs(spark.sparkContext, job_tag(write_id)):  # no attempt writes below out afterwards
+                    writer.parquet(out)
             except Exception as exc:
                 broken = _broken_column(exc, checks)
                 if broken is None:

@@ -7,17 +7,22 @@ than in the user's interpreter, persists them as a *write record* under the tran
 the record and stages the adds.
 
 Before a task attempt writes data files it lists their names in its *task manifest*
-(``<write-id>.tasks/<attempt>.json``). After the job the driver deletes every manifest-listed file that the write
-record does not hold: files of failed, killed, retried or speculative attempts, whose commit messages never
-reached the job commit. Rows that break the table's rules are reported as a *rejection* object so that the
-driver can raise a typed error instead of matching Spark's message text.
+(``<write-id>.tasks/<attempt>.json``). After the job, once Spark has seen every task attempt of it end
+(:mod:`txlake.spark.jobs`), the driver deletes every manifest-listed file that the write record does not hold:
+files of failed, killed, retried or speculative attempts, whose commit messages never reached the job commit.
+Rows that break the table's rules are reported as a *rejection* object so that the driver can raise a typed
+error instead of matching Spark's message text. Then the write's staging objects go, and on a local lakehouse
+the directories that held them (:func:`remove_staging_dirs`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
+import re
 import socket
 import uuid
 from collections.abc import Iterable, Sequence
@@ -40,6 +45,8 @@ from txlake.errors import ObjectNotFoundError, PredicateError, SchemaMismatchErr
 from txlake.expr import BoundPredicate, parse_predicate
 from txlake.storage import ObjectStore
 from txlake.txn.engine import WriteSpec
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 """Arrow bytes buffered per task before a file (per partition value) is written."""
@@ -196,6 +203,38 @@ def clear_staging(store: ObjectStore, txid: str, write_id: str) -> None:
         for meta in store.list(prefix):
             store.delete(meta.path)
     store.delete(write_record_path(txid, write_id))
+
+
+_TOKEN = re.compile(r"[0-9A-Za-z_-]+")
+"""What transaction and write ids look like (hex): a single path segment, never ``.``/``..`` or a separator."""
+
+
+def remove_staging_dirs(store: ObjectStore, txid: str, write_id: str) -> None:
+    """On a local lakehouse, remove the write's empty staging directories and, if empty, the transaction's.
+
+    ``LocalStore`` deletes files but leaves their directories. Only directories whose paths are built here from
+    the transaction and write ids are considered (``<write-id>.tasks``, ``.rejected``, ``.out``, then
+    ``_txlake/txns/<txid>/spark`` and ``_txlake/txns/<txid>``), and each only if empty (``os.rmdir``): one that
+    still holds something (another write of the transaction) stays.
+    """
+    root = store.local_path()
+    if root is None or not (_TOKEN.fullmatch(txid) and _TOKEN.fullmatch(write_id)):
+        return
+    spark_dir = os.path.join(root, *staging_dir(txid).split("/"))
+    for name in (f"{write_id}.tasks", f"{write_id}.rejected", f"{write_id}.out"):
+        _remove_empty_dir(os.path.join(spark_dir, name))
+    _remove_empty_dir(spark_dir)
+    _remove_empty_dir(os.path.dirname(spark_dir))
+
+
+def _remove_empty_dir(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return  # never created, or already removed
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # (not empty: in use by another write)
+            _log.warning("txlake: could not remove the staging directory %s: %s", path, exc)
 
 
 def delete_files(store: ObjectStore, table_path: str, adds: Iterable[Add]) -> None:
