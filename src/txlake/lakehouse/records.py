@@ -261,6 +261,11 @@ class TableChange:
     def writes(self) -> bool:
         return bool(self.actions)
 
+    @property
+    def moves_version(self) -> bool:
+        """Whether publishing it changes the table's Delta version (it writes, or adopts plain commits)."""
+        return self.writes or self.adopted_from is not None
+
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "tableId": self.table_id,

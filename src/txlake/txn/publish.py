@@ -159,7 +159,7 @@ def _before(
     taken: set[int] = set()
     for v in range(state.version + 1, record.version):
         change = glog.read_record(v).table(table_id)
-        if change is None or not (change.writes or change.adopted_from is not None):
+        if change is None or not change.moves_version:
             continue
         outcome = await_decided(v)
         if outcome.committed and table_id in outcome.table_versions:

@@ -950,7 +950,7 @@ class Transaction:
 def _changes(record: GlobalRecord, table_id: str) -> bool:
     """Whether a claimed version writes the table or adopts plain commits into it."""
     change = record.table(table_id)
-    return change is not None and (change.writes or change.adopted_from is not None)
+    return change is not None and change.moves_version
 
 
 @dataclass(frozen=True, slots=True)
