@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from txlake.delta.schema import spark_type_name  # (re-exported: part of this module's API)
 from txlake.errors import InvalidArgumentError
 from txlake.expr.syntax import caret_lines
 
@@ -299,35 +300,3 @@ def parse_ddl_type(ddl: str) -> pa.DataType:
     if token is not None:
         raise parser.error(f"unexpected {token.text!r} after the type")
     return dtype
-
-
-def spark_type_name(dtype: pa.DataType) -> str:
-    """An Arrow type as Spark SQL spells it (``long``, ``array<string>``, ``struct<a:int>``); else Arrow's name."""
-    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
-        return "string"
-    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype) or pa.types.is_fixed_size_binary(dtype):
-        return "binary"
-    simple = {
-        pa.int64(): "bigint",
-        pa.int32(): "int",
-        pa.int16(): "smallint",
-        pa.int8(): "tinyint",
-        pa.float32(): "float",
-        pa.float64(): "double",
-        pa.bool_(): "boolean",
-        pa.date32(): "date",
-        pa.null(): "void",
-    }
-    if dtype in simple:
-        return simple[dtype]
-    if pa.types.is_timestamp(dtype):
-        return "timestamp" if dtype.tz is not None else "timestamp_ntz"
-    if pa.types.is_decimal(dtype):
-        return f"decimal({dtype.precision},{dtype.scale})"
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return f"array<{spark_type_name(dtype.value_type)}>"
-    if pa.types.is_map(dtype):
-        return f"map<{spark_type_name(dtype.key_type)},{spark_type_name(dtype.item_type)}>"
-    if pa.types.is_struct(dtype):
-        return "struct<" + ",".join(f"{f.name}:{spark_type_name(f.type)}" for f in dtype) + ">"
-    return str(dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import pyarrow as pa
@@ -36,6 +36,31 @@ T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
 
 
+def _name_argument(value: object, argument: str = "name", *, example: str = "'namespace.table'") -> str:
+    """A table or namespace name argument: a string, else :class:`InvalidArgumentTypeError`."""
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be a string such as {example}, got {type(value).__name__} {value!r}",
+            argument=argument,
+        )
+    return value
+
+
+def _columns_argument(columns: Sequence[str] | None) -> Sequence[str] | None:
+    """``columns=``: a list of column names (a single string would be read as its characters)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
+        raise InvalidArgumentTypeError(
+            f"columns must be a list of column names, got {type(columns).__name__} {columns!r}", argument="columns"
+        )
+    names = list(columns)
+    bad = [c for c in names if not isinstance(c, str)]
+    if bad:
+        raise InvalidArgumentTypeError(f"column names must be strings, got {bad[0]!r}", argument="columns")
+    return names
+
+
 class LakehouseSnapshot:
     """A consistent, read-only view of every table at one lakehouse version."""
 
@@ -54,7 +79,7 @@ class LakehouseSnapshot:
 
     def entry(self, name: str) -> TableEntry:
         """The catalog entry (id, name, location, properties) of ``name``; :class:`TableNotFoundError` if absent."""
-        entry = self.state.table_by_name(name)
+        entry = self.state.table_by_name(_name_argument(name))
         if entry is None:
             raise TableNotFoundError(f"no table {name!r} at lakehouse version {self.version}", table=name)
         return entry
@@ -74,6 +99,7 @@ class LakehouseSnapshot:
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows of ``name`` at this version matching ``where`` (file pruning by stats, then filtering)."""
+        columns = _columns_argument(columns)
         entry = self.entry(name)
         snap = self.delta_snapshot(name)
         if columns is not None:
@@ -98,6 +124,7 @@ class LakehouseSnapshot:
 
         Files are pruned by ``where`` against their statistics and partition values; Spark applies ``where``.
         """
+        columns = _columns_argument(columns)
         engine = self._ctx.require_engine()
         entry = self.entry(name)
         snap = self.delta_snapshot(name)
@@ -124,7 +151,12 @@ class Lakehouse:
         spark: Any = None,
         spark_reader: SparkReader = "auto",
         spark_writer: SparkWriter = "auto",
+        group_commit: bool | None = None,
     ) -> None:
+        if group_commit is not None and not isinstance(group_commit, bool):
+            raise InvalidArgumentTypeError(
+                f"group_commit must be True, False or None, got {type(group_commit).__name__}", argument="group_commit"
+            )
         self.store = store
         self._ctx = LakeContext(
             store,
@@ -133,6 +165,7 @@ class Lakehouse:
             lease_seconds=lease_seconds,
             checkpoint_interval=checkpoint_interval,
             engine=_engine(spark, spark_reader, spark_writer),
+            group_commit=group_commit if group_commit is not None else store.scheme == "s3",
         )
 
     @property
@@ -212,7 +245,7 @@ class Lakehouse:
         latest = glog.tail().latest_claimed
         if version is None:
             found = next(
-                (v for v in range(latest, max(-1, latest - search), -1) if glog.read_record(v).txid == txid), None
+                (v for v in range(latest, max(-1, latest - search), -1) if glog.read_record(v).includes(txid)), None
             )
             if found is None:
                 return "unknown"
@@ -220,7 +253,7 @@ class Lakehouse:
         if version > latest:
             return "unknown"  # not claimed by anyone yet: an ambiguous claim of ours might still land
         record = glog.read_record(version)
-        if record.txid != txid:
+        if not record.includes(txid):
             return "aborted"
         outcome = glog.read_outcome(version)
         if outcome is None and now_ms() >= record.lease_until_ms:
@@ -271,10 +304,12 @@ class Lakehouse:
         self, name: str, properties: Mapping[str, str] | None = None, *, if_not_exists: bool = False
     ) -> None:
         """Create a namespace (one transaction); :class:`TableAlreadyExistsError` if it exists."""
+        _name_argument(name, example="'sales'")
         self._ddl(lambda tx: tx.create_namespace(name, properties, if_not_exists=if_not_exists))
 
     def drop_namespace(self, name: str) -> None:
         """Drop an empty namespace (one transaction)."""
+        _name_argument(name, example="'sales'")
         self._ddl(lambda tx: tx.drop_namespace(name))
 
     def create_table(
@@ -288,6 +323,7 @@ class Lakehouse:
         if_not_exists: bool = False,
     ) -> None:
         """Create an empty Delta table ``namespace.table`` (the namespace is created if needed)."""
+        _name_argument(name)
         self._ddl(
             lambda tx: tx.create_table(
                 name,
@@ -301,10 +337,13 @@ class Lakehouse:
 
     def drop_table(self, name: str) -> None:
         """Remove ``name`` from the catalog; its files stay (time travel still sees it) until vacuumed."""
+        _name_argument(name)
         self._ddl(lambda tx: tx.drop_table(name))
 
     def rename_table(self, name: str, new_name: str) -> None:
         """Rename a table in the catalog (its location does not move)."""
+        _name_argument(name)
+        _name_argument(new_name, "new_name")
         self._ddl(lambda tx: tx.rename_table(name, new_name))
 
     def sync(self) -> CommitResult:
@@ -350,6 +389,7 @@ def connect(
     spark: Any = None,
     spark_reader: SparkReader = "auto",
     spark_writer: SparkWriter = "auto",
+    group_commit: bool | None = None,
 ) -> Lakehouse:
     """Open the lakehouse at ``uri`` (``file:///dir``, ``s3://bucket/prefix``, ``memory://name``).
 
@@ -370,6 +410,9 @@ def connect(
         spark_writer: how Spark writes files: Spark's own Parquet writer (``"native"``, local files only; the
             files are moved into the table after the job), the txlake Python data source (``"python"``), or
             ``"auto"`` (native whenever the table and the DataFrame allow it, see :mod:`txlake.spark.native`).
+        group_commit: after losing a claim race, offer blind appends to the next claimer and take in the
+            others' (docs/protocol.md §3). ``None`` (default): on for object stores (``s3://``), where a lost
+            race costs round trips; off for local disk and memory, where it costs microseconds.
     """
     if not isinstance(uri, str):
         raise InvalidArgumentTypeError(f"uri must be a string, got {type(uri).__name__}", argument="uri")
@@ -384,6 +427,7 @@ def connect(
         spark=spark,
         spark_reader=spark_reader,
         spark_writer=spark_writer,
+        group_commit=group_commit,
     )
     if not store.exists(GlobalLog.record_path(0)) or not store.exists(GlobalLog.outcome_path(0)):
         if not create:

@@ -15,7 +15,7 @@ import pytest
 
 import txlake
 from txlake import TxlakeError
-from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError
+from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError, StorageError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 ROWS = pa.table({"id": [1], "v": ["a"]}, schema=SCHEMA)
@@ -59,6 +59,36 @@ CASES: list[Any] = [
         TypeError,
         id="connect-uri-not-a-string",  # type: ignore[arg-type]
     ),
+    pytest.param(
+        lambda lake: txlake.connect("s3://bucket/x", {"aws_region": 5}),
+        TypeError,
+        id="connect-option-type",
+    ),
+    pytest.param(
+        lambda lake: txlake.connect("s3://bucket/x", 5),  # type: ignore[arg-type]
+        TypeError,
+        id="connect-options-not-a-mapping",
+    ),
+    pytest.param(
+        lambda lake: txlake.connect("s3://bucket/x", {"aws_endpoint_url": "localhost:8333"}),
+        ValueError,
+        id="connect-endpoint-without-scheme",
+    ),
+    pytest.param(
+        lambda lake: txlake.connect("s3://bucket/x", {"aws_endpoint_url": ""}),
+        ValueError,
+        id="connect-endpoint-empty",
+    ),
+    pytest.param(
+        lambda lake: txlake.connect(lake.uri + "/" + "x" * 300),
+        ValueError,
+        id="connect-name-too-long",
+    ),
+    pytest.param(
+        lambda lake: txlake.connect(lake.uri + "/_txlake/log/00000000000000000000.json/lake"),
+        ValueError,
+        id="connect-below-a-file",
+    ),
     # Lakehouse: catalog
     pytest.param(
         lambda lake: lake.create_table("nodots", SCHEMA),
@@ -74,6 +104,26 @@ CASES: list[Any] = [
         lambda lake: lake.create_table("s.x", 42),
         TypeError,
         id="create-table-schema-type",
+    ),
+    pytest.param(
+        lambda lake: lake.create_table(5, SCHEMA),  # type: ignore[arg-type]
+        TypeError,
+        id="create-table-name-type",
+    ),
+    pytest.param(
+        lambda lake: lake.drop_table(None),  # type: ignore[arg-type]
+        TypeError,
+        id="drop-table-name-type",
+    ),
+    pytest.param(
+        lambda lake: lake.rename_table("s.plain", 7),  # type: ignore[arg-type]
+        TypeError,
+        id="rename-table-new-name-type",
+    ),
+    pytest.param(
+        lambda lake: lake.create_namespace(["s"]),  # type: ignore[arg-type]
+        TypeError,
+        id="create-namespace-name-type",
     ),
     pytest.param(
         lambda lake: lake.create_table("s.y", "id lnog"),
@@ -130,11 +180,36 @@ CASES: list[Any] = [
         id="read-unknown-column",
     ),
     pytest.param(lambda lake: lake.read_arrow("nodots"), LookupError, id="read-unknown-table"),
+    pytest.param(
+        lambda lake: lake.read_arrow(5),  # type: ignore[arg-type]
+        TypeError,
+        id="read-table-name-type",
+    ),
+    pytest.param(
+        lambda lake: lake.read_arrow("s.plain", columns="id"),
+        TypeError,
+        id="read-columns-a-string",
+    ),
     # LakehouseSnapshot
     pytest.param(lambda lake: lake.snapshot().schema("s.nope"), LookupError, id="snapshot-schema-unknown-table"),
     pytest.param(lambda lake: lake.snapshot().read("s.plain"), RuntimeError, id="snapshot-read-without-spark"),
     pytest.param(lambda lake: lake.snapshot().read_arrow("s.plain", where=""), ValueError, id="snapshot-empty-where"),
     # Transaction
+    pytest.param(
+        lambda lake: lake.transaction().create_table(5, SCHEMA),  # type: ignore[arg-type]
+        TypeError,
+        id="tx-create-table-name-type",
+    ),
+    pytest.param(
+        lambda lake: lake.transaction().append(5, pa.table({"x": [1]})),  # type: ignore[arg-type]
+        TypeError,
+        id="tx-append-name-type",
+    ),
+    pytest.param(
+        lambda lake: lake.transaction().drop_table(None),  # type: ignore[arg-type]
+        TypeError,
+        id="tx-drop-table-name-type",
+    ),
     pytest.param(
         lambda lake: lake.transaction().create_table("nodots", SCHEMA),
         ValueError,
@@ -221,6 +296,34 @@ def test_bad_arguments_raise_txlake_errors(lake: txlake.Lakehouse, call: Call, b
     with pytest.raises(TxlakeError) as err:
         call(lake)
     assert isinstance(err.value, builtin), f"{type(err.value).__name__} is no longer a {builtin.__name__}"
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        pytest.param(lambda lake: lake.create_table(5, SCHEMA), "name", id="create-table"),
+        pytest.param(lambda lake: lake.rename_table("s.plain", 7), "new_name", id="rename-table"),
+        pytest.param(lambda lake: lake.read_arrow("s.plain", columns="id"), "columns", id="columns"),
+        pytest.param(lambda lake: txlake.connect("s3://bucket/x", {"aws_region": 5}), "storage_options", id="region"),
+        pytest.param(
+            lambda lake: txlake.connect("s3://bucket/x", {"aws_endpoint_url": "localhost:8333"}),
+            "storage_options",
+            id="endpoint",
+        ),
+    ],
+)
+def test_argument_errors_name_the_argument(lake: txlake.Lakehouse, call: Call, argument: str) -> None:
+    with pytest.raises((InvalidArgumentError, InvalidArgumentTypeError)) as err:
+        call(lake)
+    assert err.value.argument == argument  # type: ignore[union-attr]
+
+
+def test_a_local_directory_txlake_cannot_create_is_a_storage_error(tmp_path: Path) -> None:
+    """Not a bare ``OSError``: a :class:`StorageError` naming the path and why (exit 7 on the command line)."""
+    with pytest.raises(StorageError) as err:
+        txlake.connect("/proc/txlake-nope")
+    assert not isinstance(err.value, OSError) and err.value.path == "/proc/txlake-nope"
+    assert "/proc" in str(err.value) and "virtual file system" in str(err.value)
 
 
 def test_the_argument_errors_are_both_txlake_and_builtin_errors() -> None:

@@ -110,7 +110,9 @@ def test_commit_bench_writes_json_and_png(tmp_path: Path) -> None:
     assert (out / "commit-tables-requests.png").read_bytes().startswith(PNG_MAGIC)
     throughput = _load(out, "throughput")
     assert throughput["parameters"]["writers"] == [1]
-    _check_throughput_rows(throughput["rows"], ["file 1w"])
+    _check_throughput_rows(throughput["rows"], ["file 1w", "file 1w hot"])
+    shared = ["one table per writer", "one table shared by every writer"]
+    assert [r["params"]["tables"] for r in throughput["rows"]] == shared
     assert "meets_target" in throughput["rows"][0]["params"]
     profile = (out / "commit-profile.txt").read_text()
     assert "=== single" in profile and "=== k2" in profile
@@ -142,4 +144,4 @@ def test_commit_bench_runs_on_an_existing_s3_server(
     assert list(single["parameters"]["backends"]) == ["file", "s3"]
     _check_latency_rows(single["rows"], ["file", "s3"])
     _check_latency_rows(_load(tmp_path, "tables")["rows"], ["file k=1", "file k=2", "s3 k=1", "s3 k=2"])
-    _check_throughput_rows(_load(tmp_path, "throughput")["rows"], ["file 1w", "s3 1w"])
+    _check_throughput_rows(_load(tmp_path, "throughput")["rows"], ["file 1w", "file 1w hot", "s3 1w", "s3 1w hot"])

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 import txlake
+from tests.cli.real import TERMINAL_ENV
 from txlake.cli.main import main
 from txlake.cli.options import STORAGE_ENV, URI_ENV
 
@@ -34,8 +35,8 @@ Txlake = Callable[..., Run]
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No lakehouse URI, credentials or terminal width leak in from the developer's shell."""
-    for var in (URI_ENV, "COLUMNS", *STORAGE_ENV):
+    """No lakehouse URI, credentials, terminal width or forced terminal leak in from the developer's shell."""
+    for var in (URI_ENV, *TERMINAL_ENV, *STORAGE_ENV):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -10,13 +10,16 @@ from pathlib import Path
 from txlake.cli.options import STORAGE_ENV, URI_ENV
 
 EXE = Path(sys.executable).parent / "txlake"
+TERMINAL_ENV = ("COLUMNS", "TTY_COMPATIBLE", "FORCE_COLOR")
+"""Terminal width and a forced terminal (rich reads both): never inherited from the developer's shell."""
 TRACEBACK_MARKERS = ("Traceback (most recent call last)", "at org.apache", "py4j", '{"ts":', "WARN ", "log4j")
 """What must never reach stderr without ``--debug``: Python or Java stack traces, py4j, JVM logging."""
 
 
 def environment(**extra: str) -> dict[str, str]:
-    """The caller's environment without a lakehouse URI, AWS settings or terminal width; Spark on loopback."""
-    env = {k: v for k, v in os.environ.items() if k not in {URI_ENV, "COLUMNS", *STORAGE_ENV}}
+    """The caller's environment without a lakehouse URI, AWS settings, terminal width or forced terminal; Spark on
+    loopback."""
+    env = {k: v for k, v in os.environ.items() if k not in {URI_ENV, *TERMINAL_ENV, *STORAGE_ENV}}
     return {**env, "SPARK_LOCAL_IP": "127.0.0.1", **extra}
 
 

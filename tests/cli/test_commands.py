@@ -184,11 +184,13 @@ def test_show(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
     assert len(limited["rows"]) == 1 and limited["matched"] == 3 and limited["truncated"] is True
 
 
-def test_show_human_truncates_long_values_and_right_aligns_numbers(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
-    run = txlake_cli("show", "bank.checking", "--uri", bank.uri)
+def test_show_human_keeps_values_whole_in_a_pipe_and_right_aligns_numbers(
+    bank: txlake.Lakehouse, txlake_cli: Txlake
+) -> None:
+    run = txlake_cli("show", "bank.checking", "--uri", bank.uri)  # (captured: not a terminal)
     assert run.code == ExitCode.OK
-    assert "x" * 100 not in run.out
-    assert "…" in run.out
+    assert "x" * 100 in run.out  # nothing is cut in a pipe or file
+    assert "…" not in run.out
     assert "3 of 3 row(s)" in run.out
     lines = run.out.splitlines()
     header = next(line for line in lines if "balance" in line and "owner" in line)

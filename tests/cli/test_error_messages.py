@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import obstore
 import pytest
+from obstore.store import S3Store
 
 from tests.cli.conftest import Txlake
 from txlake.cli.exit_codes import ALLOW_HTTP_HINT, CREDENTIALS_HINT, ExitCode, describe_failure
+from txlake.cli.main import is_panic
 from txlake.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -84,3 +87,21 @@ def test_tables_of_an_unknown_namespace_say_so(bank: object, txlake_cli: Txlake)
     run = txlake_cli("tables", "--uri", bank.uri, "--namespace", "bnak")  # type: ignore[attr-defined]
     assert run.code == ExitCode.OK
     assert "no namespace 'bnak'" in run.err and "did you mean 'bank'?" in run.err
+
+
+def test_a_rust_panic_is_one_internal_error_line() -> None:
+    """obstore panics (``pyo3_runtime.PanicException``, a BaseException) on input txlake failed to refuse first:
+    the command line reports it as an internal error (exit 11) in one line, never as a traceback."""
+    store = S3Store(
+        "bucket",
+        config={"endpoint": "http://a b:1", "access_key_id": "key", "secret_access_key": "secret"},
+        client_options={"allow_http": True},
+    )
+    with pytest.raises(BaseException) as caught:  # (the panic's class cannot be imported)
+        obstore.head(store, "x")
+    panic = caught.value
+    assert not isinstance(panic, Exception) and is_panic(panic)
+    failure = describe_failure(panic, "tables")
+    assert failure.code == ExitCode.INTERNAL and "\n" not in failure.message
+    assert failure.message.startswith("internal error: PanicException: ")
+    assert not is_panic(KeyboardInterrupt()) and not is_panic(SystemExit(0))

@@ -18,7 +18,7 @@ from tests.cli.conftest import Txlake, build_bank
 from tests.cli.real import EXE, assert_clean_failure, environment, error_lines, tree
 from tests.cli.real import txlake as cli
 from txlake.cli.exit_codes import ExitCode
-from txlake.cli.options import local_path_problem
+from txlake.storage.local import local_path_problem
 
 DEMO = ("--no-spark", "--seconds", "0.5", "--workers", "1", "--accounts", "2", "--json")
 
@@ -205,6 +205,50 @@ def test_ctrl_c_during_a_spark_query_prints_only_interrupted(lake_dir: Path) -> 
     assert out == ""
 
 
+@pytest.mark.parametrize("after", [0.2, 3.0])
+def test_ctrl_c_while_spark_starts_interrupts_at_once(lake_dir: Path, after: float) -> None:
+    """Spark takes seconds to start: a Ctrl-C then (``after`` seconds into the JVM's start) ends the command at
+    once with "interrupted", and leaves no JVM behind."""
+    pytest.importorskip("pyspark")
+    proc = subprocess.Popen(
+        [str(EXE), "sql", "SELECT count(*) FROM bank.checking", "--uri", str(lake_dir), "--engine", "spark"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (jvms := _children(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert jvms, "no JVM started"
+        time.sleep(after)
+        assert proc.poll() is None, "Spark started faster than the test assumes"
+        interrupted = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None or _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert (proc.returncode, err, out) == (ExitCode.INTERRUPTED, "error: interrupted\n", "")
+    assert took < 3, f"the interrupt took {took:.1f} s"  # (Spark takes longer to start: it was not waited for)
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in jvms) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in jvms), "the JVM outlived the command"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _children(pid: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -263,6 +307,60 @@ def test_show_order_by(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
     assert bad.code == ExitCode.INVALID and "did you mean 'balance'?" in bad.err
     bad = txlake_cli("show", "bank.checking", "--uri", bank.uri, "--order-by", "id, (balance")
     assert bad.code == ExitCode.INVALID and "  id, (balance\n" in bad.err
+
+
+def _ids(run: object) -> list[int]:
+    return [row["id"] for row in run.json()["rows"]]  # type: ignore[attr-defined]
+
+
+def test_show_order_by_a_number_is_a_position_as_in_sql(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    """``--order-by 1`` sorts by the first column shown (of ``--columns`` when given), not by the constant 1."""
+    show = ("show", "bank.checking", "--uri", bank.uri, "--json")
+    assert _ids(txlake_cli(*show, "--order-by", "3")) == [3, 2, 1]  # balance: 7, 50, 70
+    assert _ids(txlake_cli(*show, "--order-by", "1 DESC")) == [3, 2, 1]
+    assert _ids(txlake_cli(*show, "--order-by", "1", "--columns", "balance,id")) == [3, 2, 1]
+    assert _ids(txlake_cli(*show, "--order-by", "2 DESC, 1", "--columns", "balance,id")) == [3, 2, 1]
+    bad = txlake_cli(*show, "--order-by", "4")
+    assert bad.code == ExitCode.INVALID
+    assert error_lines(bad.err) == [
+        "error: --order-by position 4 is not a column of the output (1..3: id, owner, balance)"
+    ]
+
+
+@pytest.mark.parametrize(("order_by", "caret"), [("id,", 2), ("id,,balance", 2), (",id", 0), ("coalesce(id,), id", 11)])
+def test_show_order_by_with_an_empty_key_is_refused(
+    bank: txlake.Lakehouse, txlake_cli: Txlake, order_by: str, caret: int
+) -> None:
+    """sqlglot reads ``ORDER BY id,`` as ``ORDER BY id``: a stray comma is refused (exit 2), with a caret."""
+    run = txlake_cli("show", "bank.checking", "--uri", bank.uri, "--order-by", order_by)
+    assert run.code == ExitCode.USAGE and run.out == ""
+    lines = run.err.splitlines()
+    assert lines[0].startswith("error: --order-by has an empty")
+    assert lines[1:3] == [f"  {order_by}", "  " + " " * caret + "^"]
+    assert lines[3] == "hint: see `txlake show --help`"
+    empty = txlake_cli("show", "bank.checking", "--uri", bank.uri, "--order-by", " ")
+    assert empty.code == ExitCode.USAGE and "--order-by is empty" in empty.err
+
+
+def test_sql_mistakes_get_the_caret_where_they_are_and_hints_name_the_command(
+    bank: txlake.Lakehouse, txlake_cli: Txlake
+) -> None:
+    run = txlake_cli("sql", "SELEC * FROM bank.checking", "--uri", bank.uri)
+    assert run.code == ExitCode.INVALID
+    assert run.err.splitlines()[:3] == [
+        "error: cannot parse the query: a query starts with SELECT or WITH, found 'SELEC'; did you mean SELECT?",
+        "  SELEC * FROM bank.checking",
+        "  ^",
+    ]
+    for query in ("", "  ", ";"):
+        run = txlake_cli("sql", query, "--uri", bank.uri)
+        assert run.code == ExitCode.USAGE and run.out == ""
+        assert error_lines(run.err) == ['error: the query is empty: give one, e.g. "SELECT * FROM namespace.table"']
+        assert "hint: see `txlake sql --help`" in run.err and "COMMAND" not in run.err
+    run = txlake_cli("tables", "--uri", "s3://bucket/x", "--storage-option", "aws_endpoint_url=localhost:8333")
+    assert run.code == ExitCode.USAGE and "COMMAND" not in run.err
+    assert "'aws_endpoint_url' must be an http:// or https:// URL" in run.err
+    assert "hint: storage options are aws_endpoint_url (http://host:port)" in run.err
 
 
 @pytest.mark.parametrize("command", ["show", "describe", "history"])

@@ -48,6 +48,19 @@ CASES: list[tuple[tuple[str, ...], ExitCode]] = [
     # the issue's own case: on Spark, an AnalysisException is the user's mistake, not an internal error
     (("sql", "SELECT nosuch FROM bank.checking", "--uri", LAKE, "--engine", "spark"), ExitCode.INVALID),
     (("demo", "--path", "{tmp}", "--fresh", "--no-spark", "--seconds", "0.2"), ExitCode.USAGE),
+    (("demo", "--path", "{tmp}/a-file/demo", "--no-spark", "--seconds", "0.2"), ExitCode.STORAGE),
+    (("demo", "--uri", "memory://demo", "--fresh", "--no-spark", "--seconds", "0.2"), ExitCode.USAGE),
+    (("tables", "--uri", "{tmp}/" + "x" * 300), ExitCode.STORAGE),
+    # obstore panics (a BaseException) on these endpoints, region and bucket names: refused before any request
+    (("tables", "--uri", "s3://bucket/x", "--storage-option", "aws_endpoint_url=localhost:8333"), ExitCode.USAGE),
+    (("tables", "--uri", "s3://bucket/x", "--storage-option", "aws_endpoint_url="), ExitCode.USAGE),
+    (("tables", "--uri", "s3://bucket/x", "--storage-option", "aws_region=us east"), ExitCode.USAGE),
+    (("tables", "--uri", "s3://a b/x"), ExitCode.USAGE),
+    (("show", "bank.checking", "--uri", LAKE, "--order-by", "id,"), ExitCode.USAGE),
+    (("show", "bank.checking", "--uri", LAKE, "--order-by", ""), ExitCode.USAGE),
+    (("show", "bank.checking", "--uri", LAKE, "--order-by", "9"), ExitCode.INVALID),
+    (("sql", "", "--uri", LAKE), ExitCode.USAGE),
+    (("sql", "SELEC * FROM bank.checking", "--uri", LAKE), ExitCode.INVALID),
 ]
 
 

@@ -15,7 +15,7 @@ import txlake
 from txlake.cli import arrow_sql
 from txlake.cli.main import main
 from txlake.cli.sql import bind_tables, parse_query, run_arrow, spark_query_error
-from txlake.errors import PredicateError, TableNotFoundError
+from txlake.errors import InvalidArgumentError, PredicateError, TableNotFoundError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
@@ -52,6 +52,55 @@ def test_bind_tables_refuses_non_queries_and_queries_of_no_table(query: str) -> 
     with pytest.raises(PredicateError) as err:
         bind_tables(query, ["bank.north"])
     assert err.value.expression == query
+
+
+@pytest.mark.parametrize(
+    ("query", "reason", "caret"),
+    [
+        ("SELEC * FROM bank.north", "a query starts with SELECT or WITH, found 'SELEC'; did you mean SELECT?", 0),
+        ("  selct id FROM bank.north", "a query starts with SELECT or WITH, found 'selct'; did you mean SELECT?", 2),
+        ("DELETE FROM bank.north", "txlake sql runs queries (SELECT or WITH ...), not DELETE statements", 0),
+        ("SELECT 1; SELECT 2", "txlake sql runs one query; a second statement follows this ';'", 8),
+        ("SELECT * FROM bank.north WHERE", "expected an expression after 'WHERE'", 30),
+        ("SELECT id, FROM bank.north", "an empty item in a list at this comma", 9),
+        ("SELECT upper(owner,) FROM bank.north", "an empty argument at this comma", 18),
+        ("SELECT FROM bank.north", "SELECT names no columns (SELECT * or SELECT a, b ...)", 7),
+    ],
+)
+def test_a_query_that_does_not_parse_gets_the_caret_where_the_mistake_is(query: str, reason: str, caret: int) -> None:
+    """``SELEC * FROM x`` is a misspelt keyword at the start, not "an expression expected after '*'"."""
+    with pytest.raises(PredicateError) as err:
+        parse_query(query)
+    first, line, marker = str(err.value).splitlines()
+    assert first == f"cannot parse the query: {reason}"
+    assert line == f"  {query}" and marker == "  " + " " * caret + "^"
+
+
+@pytest.mark.parametrize("query", ["", "   ", ";", " ; ;"])
+def test_an_empty_query_is_a_usage_error(query: str) -> None:
+    with pytest.raises(InvalidArgumentError) as err:
+        parse_query(query)
+    assert err.value.argument == "query" and "the query is empty" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("SELECT * FROM bank.north WHERE id IN (SELECT 1)", "it uses a subquery"),
+        ("SELECT owner FROM bank.north GROUP BY owner", "it uses GROUP BY"),
+        ("SELECT count(*) FROM bank.north", "it uses the aggregate function COUNT()"),
+        ("SELECT * FROM bank.north WHERE id = ?", "cannot use a parameter placeholder (? or :name)"),
+    ],
+)
+def test_why_arrow_cannot_run_a_query_is_said_in_sql_words(tmp_path: Path, query: str, named: str) -> None:
+    lake = txlake.connect(tmp_path.as_uri())
+    lake.create_table("bank.north", pa.schema([("id", pa.int64()), ("owner", pa.string())]))
+    snap = lake.snapshot()
+    with pytest.raises(arrow_sql.NeedsSpark) as why:
+        run_arrow(snap, parse_query(query), "bank.north", query, limit=None)
+    assert named in str(why.value)
+    for internal in ("SUBQUERY", "GROUP,", "PLACEHOLDER", "construct"):
+        assert internal not in str(why.value)
 
 
 @pytest.mark.parametrize(

@@ -295,3 +295,19 @@ def test_lossy_list_element_is_refused() -> None:
     with pytest.raises(SchemaMismatchError) as info:
         conform(pa.table({"l": pa.array([[1.5]], pa.list_(pa.float64()))}), NESTED_TABLE)
     assert info.value.columns == ("l",)
+
+
+def test_schema_errors_name_the_types_as_spark_sql_does() -> None:
+    """Users of Spark (and Delta schemas) say ``bigint``, ``decimal(10,2)``, ``array<string>``, not Arrow's names."""
+    schema = pa.schema([("x", pa.int32()), ("d", pa.decimal128(10, 2)), ("tags", pa.list_(pa.int32()))])
+    cases = [
+        ({"x": pa.array([1], pa.int64())}, ("bigint", "int")),
+        ({"d": pa.array([1.5])}, ("double", "decimal(10,2)")),
+        ({"tags": pa.array([["a"]])}, ("array<string>", "array<int>")),
+    ]
+    for columns, names in cases:
+        with pytest.raises(SchemaMismatchError) as info:
+            conform(pa.table(columns), schema)
+        message = str(info.value)
+        assert all(name in message for name in names), message
+        assert not any(arrow in message for arrow in ("int64", "int32", "decimal128", "list<")), message

@@ -53,3 +53,27 @@ def test_an_unknown_column_suggests_the_closest() -> None:
         parse_predicate("balanse > 1").bind(schema)
     with pytest.raises(PredicateError, match=r"unknown column 'zzz' in 'zzz = 1' \(columns: id, balance\)"):
         parse_predicate("zzz = 1").bind(schema)
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("id = 1; SELECT 1", "several statements separated by ';'"),
+        ("id IN (SELECT 1)", "a subquery"),
+        ("EXISTS (SELECT 1)", "EXISTS (subquery)"),
+        ("id = ?", "a parameter placeholder (? or :name)"),
+        ("array(1, 2)[0] = 1", "indexing with [...]"),
+        ("sum(id) > 1", "the aggregate function SUM()"),
+        ("row_number() OVER () = 1", "a window function (OVER ...)"),
+        ("id = (1, 2)", "a tuple (a, b, ...)"),
+        ("nosuchfn(id) = 1", "function NOSUCHFN()"),
+    ],
+)
+def test_what_txlake_cannot_evaluate_is_named_in_sql_words(sql: str, named: str) -> None:
+    """Not sqlglot's class names (BLOCK, SUBQUERY, PLACEHOLDER, BRACKET): what the user wrote."""
+    with pytest.raises(PredicateError) as err:
+        parse_predicate(sql)
+    text = str(err.value)
+    assert text == f"cannot use {named} in {sql!r}"
+    for internal in ("BLOCK", "SUBQUERY", "PLACEHOLDER", "BRACKET", "TUPLE", "construct"):
+        assert internal not in text

@@ -11,6 +11,7 @@ import txlake
 from tests.faults.campaign import ACCOUNTS, JOURNAL, Run, balances, connect, deltars_mismatches, wait_lease
 from txlake.errors import SimulatedCrash
 from txlake.storage import FaultRule
+from txlake.txn import group
 
 BANK = ["bank.a", "bank.b", "bank.journal"]
 
@@ -158,4 +159,112 @@ class CatalogChange:
         if applied and balances(lake, "ns.new") != {7: 7}:
             violations.append(f"ns.new holds {balances(lake, 'ns.new')}")
         violations += deltars_mismatches(lake, [n for n in names if n in want])
+        return applied, violations
+
+
+def _ids(lake: txlake.Lakehouse, name: str) -> list[int]:
+    return sorted(lake.read_arrow(name)["id"].to_pylist())
+
+
+GROUP = ["grp.mine", "grp.theirs", "grp.member"]
+
+
+def _group_tables(uri: str, options: dict[str, str]) -> None:
+    lake = connect(uri, options)
+    with lake.transaction() as tx:
+        for name in GROUP:
+            tx.create_table(name, ACCOUNTS)
+
+
+def _group_violations(lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+    violations = []
+    mine = _ids(lake, "grp.mine")
+    if len(mine) != len(set(mine)):
+        violations.append(f"a row appears twice: {mine}")
+    if 100 not in _ids(lake, "grp.theirs"):
+        violations.append("the healthy client's commit is missing")
+    violations += deltars_mismatches(lake, GROUP)
+    return 1 in mine, violations
+
+
+class GroupMember:
+    """Commit a blind append as a member of another client's group: after the faulty client's intent lands, a
+    healthy client claims the version with the intent in it. Whatever the member suffers, it commits exactly when
+    that version does, and what it was told agrees."""
+
+    name = "group-member"
+    client: ClassVar[dict[str, Any]] = {"group_commit": True}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _group_tables(uri, options)
+        self.location = (uri, options)
+        self.claimed: list[int] = []
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        def claim() -> None:
+            other = connect(*self.location, group_commit=True)
+            other.context.note_contention()
+            with other.transaction() as tx:
+                tx.append("grp.theirs", _accounts([2], [2]))
+            assert tx.result is not None
+            self.claimed.append(tx.result.version)
+
+        lake.context.note_contention()
+        lake.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains="_txlake/groups/", hook=claim))
+        with lake.transaction() as tx:
+            run.txids.append(tx.txid)
+            tx.append("grp.mine", _accounts([1], [1]))
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("grp.theirs", _accounts([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        applied, violations = _group_violations(lake, run)
+        if self.claimed and 2 not in _ids(lake, "grp.theirs"):
+            violations.append("the claimer was told it committed, but its row is missing")
+        return applied, violations
+
+
+class GroupClaimer:
+    """Claim a version with another client's group intent in it (posted before), then publish both: whatever
+    the claimer suffers, the member's append is visible exactly when the claimer's is (one version)."""
+
+    name = "group-claimer"
+    client: ClassVar[dict[str, Any]] = {"group_commit": True}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _group_tables(uri, options)
+        member = connect(uri, options)
+        tx = member.transaction()
+        tx.append("grp.member", _accounts([5], [5]))
+        # what a writer that lost a claim race does: validate against the log, post the record as an intent
+        view = member.context.glog.view()
+        bases = tx._validate_tables(view, view.claimed_state(), {t: w.base_version for t, w in tx._work.items()}, set())
+        record = tx._record(view, bases)
+        assert group.groupable(record)
+        group.post_intent(member.store, record)
+        self.member = (tx.txid, record.version)
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        lake.context.note_contention()
+        with lake.transaction() as tx:
+            run.txids.append(tx.txid)
+            tx.append("grp.mine", _accounts([1], [1]))
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("grp.theirs", _accounts([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        applied, violations = _group_violations(lake, run)
+        txid, version = self.member
+        member_visible = 5 in _ids(lake, "grp.member")
+        record = lake.context.glog.read_record(version)
+        included = record.includes(txid)
+        status = lake.transaction_status(txid, version)
+        if member_visible != (included and status == "committed"):
+            violations.append(f"member visible={member_visible}, in version {version}={included}, status {status}")
+        if included and record.includes(run.txids[-1]) and member_visible != applied:
+            violations.append(f"one version, two fates: claimer visible={applied}, member visible={member_visible}")
         return applied, violations

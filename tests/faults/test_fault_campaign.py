@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.faults.campaign import ACTIONS, CampaignReport, Scenario, campaign
-from tests.faults.scenarios import CatalogChange, RollForwardHelper, Transfer
+from tests.faults.scenarios import CatalogChange, GroupClaimer, GroupMember, RollForwardHelper, Transfer
 from tests.services import SeaweedFS
 
 
@@ -22,7 +22,9 @@ def _name(value: object) -> str:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "minimum"), [(Transfer(), 150), (CatalogChange(), 100), (RollForwardHelper(), 120)], ids=_name
+    ("scenario", "minimum"),
+    [(Transfer(), 150), (CatalogChange(), 100), (RollForwardHelper(), 120), (GroupMember(), 60), (GroupClaimer(), 60)],
+    ids=_name,
 )
 def test_campaign_file(scenario: Scenario, minimum: int, tmp_path: Path) -> None:
     report = campaign(scenario, lambda tag: ((tmp_path / tag).as_uri(), {}), "file")
@@ -30,7 +32,9 @@ def test_campaign_file(scenario: Scenario, minimum: int, tmp_path: Path) -> None
 
 
 @pytest.mark.s3
-@pytest.mark.parametrize(("scenario", "minimum"), [(Transfer(), 100), (RollForwardHelper(), 80)], ids=_name)
+@pytest.mark.parametrize(
+    ("scenario", "minimum"), [(Transfer(), 100), (RollForwardHelper(), 80), (GroupClaimer(), 40)], ids=_name
+)
 def test_campaign_s3(scenario: Scenario, minimum: int, seaweedfs: SeaweedFS, s3_bucket: str) -> None:
     options = seaweedfs.storage_options()
     # every action on every request would take minutes on S3: the permanent and the crash actions

@@ -6,7 +6,10 @@ published tables (``lake.snapshot().read``), and against delta-rs reading the pl
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -19,7 +22,7 @@ import txlake
 from tests.interop.deltars import rows
 from tests.spark.helpers import deltars_read, df_rows, staging_objects, txid_files
 from txlake.errors import ConcurrentAppendError, PredicateError, TableNotFoundError
-from txlake.spark import SparkEngine
+from txlake.spark import SparkEngine, register_source
 
 ACCOUNTS = pa.schema([pa.field("id", pa.int64(), nullable=False), ("owner", pa.string()), ("balance", pa.int64())])
 AUDIT = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("note", pa.string())])
@@ -221,11 +224,31 @@ def test_format_reads_committed_table(lake: txlake.Lakehouse, spark: SparkSessio
     first = lake.version()
     with lake.transaction() as tx:
         tx.append("s.t", accounts_df(spark, [(2, "b", 2)]))
+    register_source(spark)  # (txlake registers the format itself only when it reads or writes through it)
     reader = spark.read.format("txlake").option("lake", lake.uri).option("table", "s.t")
     assert df_rows(reader.load()) == rows(lake.read_arrow("s.t"))
     assert df_rows(reader.option("version", str(first)).load()) == rows(lake.snapshot(first).read_arrow("s.t"))
     with pytest.raises(PySparkException):  # writes go through tx.append, never straight to a table
         accounts_df(spark, [(3, "c", 3)]).write.format("txlake").mode("append").option("lake", lake.uri).save()
+
+
+def test_the_data_source_is_registered_on_first_use_only(tmp_path: Path) -> None:
+    """Registering the ``txlake`` format costs seconds: connecting with a session does not, the first data source
+    read does, and registering again (from racing threads too) is harmless. In a process of its own: its session
+    must not have the data source yet."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("registration_job.py")), str(tmp_path / "lake")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout.strip().splitlines()[-1])
+    assert doc["after_connect"] is False and doc["after_read"] is True
+    assert doc["rows"] == doc["direct"] == doc["expected"] == [[1, "a"], [2, "b"]]
 
 
 def test_auto_reader_choice(tmp_path: Path, spark: SparkSession) -> None:

@@ -6,12 +6,16 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from tests.services import StoreLocation
 from txlake.errors import (
     InjectedFaultError,
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    InvalidObjectPathError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     SimulatedCrash,
@@ -19,6 +23,7 @@ from txlake.errors import (
     TransientStorageError,
 )
 from txlake.storage import FaultRule, ObjectMeta, ObjectStore, RequestCounts
+from txlake.storage.store import UriParts, local_root, split_uri
 
 
 @pytest.fixture
@@ -460,3 +465,122 @@ def test_s3_fixtures_give_a_fresh_bucket_per_test(s3_uri: str, s3_options: dict[
     }
     bucket_root = ObjectStore.from_uri(s3_uri.rsplit("/", 1)[0], s3_options)
     assert bucket_root.list("") == []
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        pytest.param({"aws_endpoint_url": "localhost:8333"}, "aws_endpoint_url", id="endpoint-without-scheme"),
+        pytest.param({"aws_endpoint_url": ""}, "aws_endpoint_url", id="endpoint-empty"),
+        pytest.param({"AWS_ENDPOINT_URL": "http://"}, "AWS_ENDPOINT_URL", id="endpoint-without-host"),
+        pytest.param({"endpoint": "ftp://host:21"}, "endpoint", id="endpoint-not-http"),
+        pytest.param({"aws_endpoint_url": "http://a b:8333"}, "aws_endpoint_url", id="endpoint-with-space"),
+        pytest.param({"aws_endpoint_url": "http://host:port"}, "aws_endpoint_url", id="endpoint-port-not-a-number"),
+    ],
+)
+def test_an_endpoint_obstore_cannot_use_is_refused_before_it_panics(options: dict[str, str], argument: str) -> None:
+    """obstore panics (a BaseException) on such endpoints at the first request: refuse them, naming the option."""
+    options = {**options, "aws_access_key_id": "key", "aws_secret_access_key": "secret"}
+    with pytest.raises(InvalidArgumentError) as info:
+        ObjectStore.from_uri("s3://bucket/lake", options)
+    assert info.value.argument == "storage_options"
+    assert repr(argument) in str(info.value) and "http://" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("uri", "options", "argument"),
+    [
+        pytest.param("s3://a b/lake", {}, "uri", id="bucket-with-space"),
+        pytest.param("s3://ab#c/lake", {}, "uri", id="bucket-with-hash"),
+        pytest.param("s3://bucket/lake", {"aws_region": "us east"}, "storage_options", id="region-with-space"),
+    ],
+)
+def test_bucket_and_region_names_obstore_cannot_use_are_refused(
+    uri: str, options: dict[str, str], argument: str
+) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        ObjectStore.from_uri(uri, {**options, "aws_access_key_id": "key", "aws_secret_access_key": "secret"})
+    assert info.value.argument == argument
+
+
+def test_an_endpoint_from_the_environment_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "localhost:8333")
+    with pytest.raises(InvalidArgumentError) as info:
+        ObjectStore.from_uri("s3://bucket/lake", {"aws_access_key_id": "key", "aws_secret_access_key": "secret"})
+    assert "AWS_ENDPOINT_URL environment variable" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"aws_region": 5}, id="region-int"),
+        pytest.param({"aws_access_key_id": None}, id="key-none"),
+        pytest.param({"aws_allow_http": 1}, id="allow-http-int"),
+        pytest.param({"max_retries": [3]}, id="retries-list"),
+        pytest.param({5: "x"}, id="key-not-a-string"),
+    ],
+)
+def test_an_option_of_the_wrong_type_is_a_type_error_naming_it(options: dict[object, object]) -> None:
+    with pytest.raises(InvalidArgumentTypeError) as info:
+        ObjectStore.from_uri("s3://bucket/lake", options)  # type: ignore[arg-type]
+    assert info.value.argument == "storage_options"
+    assert repr(next(iter(options))) in str(info.value)
+
+
+def test_retry_options_take_numbers_or_number_strings() -> None:
+    store = ObjectStore.from_uri("memory://retry-options", {"max_retries": 3, "retry_base_delay": "0.5"})
+    assert (store.retry.max_retries, store.retry.base_delay) == (3, 0.5)
+    with pytest.raises(InvalidArgumentError) as info:
+        ObjectStore.from_uri("memory://retry-options", {"max_retries": "three"})
+    assert "'max_retries'" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------ local paths
+
+
+@pytest.mark.parametrize("name", ["a#b", "a?b", "a%23b", "a b"])
+def test_local_paths_are_taken_literally(tmp_path: Path, name: str) -> None:
+    """``#`` and ``?`` in a local path are part of a directory name, not a URL fragment or query."""
+    for uri in (str(tmp_path / name), f"file://{tmp_path / name}"):
+        store = ObjectStore.from_uri(uri)
+        assert store.uri == f"file://{tmp_path / name}" and store.local_path() == str(tmp_path / name)
+        store.child("t").put("x", b"1")
+        assert (tmp_path / name / "t" / "x").read_bytes() == b"1"
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_split_uri_parses_no_query_or_fragment() -> None:
+    assert split_uri("/data/a#b?c") == UriParts("file", "", "/data/a#b?c")
+    assert split_uri("file:///data/a#b") == UriParts("file", "", "/data/a#b")
+    assert split_uri("file:/data/x") == UriParts("file", "", "/data/x")
+    assert split_uri("S3://bucket/pre#fix") == UriParts("s3", "bucket", "/pre#fix")
+    assert local_root("file://localhost/data") == "/data"
+    assert local_root("file://host/data") is None and local_root("s3://b/x") is None
+    with pytest.raises(InvalidArgumentError):
+        ObjectStore.from_uri("file://otherhost/data")
+
+
+def test_a_local_directory_that_cannot_be_made_is_a_storage_error_naming_the_path(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    too_long = tmp_path / ("x" * 300)
+    cases: list[tuple[Path, type[StorageError], str]] = [
+        (a_file / "lake", InvalidObjectPathError, "is a file, not a directory"),  # ENOTDIR
+        (a_file, InvalidObjectPathError, "is a file, not a directory"),
+        (too_long, InvalidObjectPathError, "300 bytes long"),  # ENAMETOOLONG
+        (too_long / "lake", InvalidObjectPathError, "300 bytes long"),
+        (Path("/proc/txlake-nope"), StorageError, "virtual file system"),
+    ]
+    for path, cls, reason in cases:
+        with pytest.raises(StorageError) as info:
+            ObjectStore.from_uri(str(path))
+        assert type(info.value) is cls, (path, info.value)
+        assert not isinstance(info.value, OSError)
+        message = str(info.value)
+        assert "\n" not in message and str(path) in message and reason in message, message
+        assert info.value.path == str(path)
+    with pytest.raises(InvalidObjectPathError):  # only looking: a name too long cannot be looked up either
+        ObjectStore.from_uri(str(too_long), must_exist=True)
+    with pytest.raises(ObjectNotFoundError):
+        ObjectStore.from_uri(str(a_file / "lake"), must_exist=True)
+    assert a_file.read_text() == "not a directory"

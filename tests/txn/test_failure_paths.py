@@ -216,7 +216,8 @@ def test_an_unpublishable_version_is_decided_aborted_once(tmp_path: Path) -> Non
     tx.create_table("p.new", ACCOUNTS)
     tx.append("p.new", accounts([1], [1]))
     tx.append("p.keep", accounts([1], [1]))
-    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/"))
+    # tables publish concurrently: every Delta commit PUT of the doomed client dies, so none lands
+    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/", times=1000))
     with pytest.raises(SimulatedCrash):
         tx.commit()
     claimed = tx.read_version + 1

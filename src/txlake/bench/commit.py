@@ -1,6 +1,6 @@
 """``txlake bench commit``: commit latency, multi-table commits and writer throughput, txlake vs delta-rs.
 
-Three parts, each measured on ``file://`` (a temp dir) and on a real S3 server (SeaweedFS, started and
+Four parts, each measured on ``file://`` (a temp dir) and on a real S3 server (SeaweedFS, started and
 stopped by the benchmark unless ``--no-s3`` or ``--s3-endpoint``), with the baseline in the same run:
 
 1. ``single``: append of 10,000 rows to one table: a txlake transaction
@@ -12,6 +12,8 @@ stopped by the benchmark unless ``--no-s3`` or ``--s3-endpoint``), with the base
    table of one lakehouse for ``--seconds``; committed transactions/s and abort rate, against the same
    number of delta-rs writer processes appending to their own plain tables through open ``DeltaTable``
    handles (per-second commit counts show how both slow down as their logs grow).
+4. ``hot``: the same, but every writer appends to one table (one lakehouse table; one plain Delta table that
+   the delta-rs writers share, racing for its next version).
 
 ``--profile`` additionally runs cProfile over the ``file://`` single-table and largest k-table commits and
 attributes every request to what it touched (global log, Delta log, data files).
@@ -58,8 +60,8 @@ from txlake.testing.seaweedfs import SeaweedFS, SeaweedFSError
 NAME = "commit"
 HELP = "commit latency, k-table transactions and writer throughput: txlake vs deltalake.write_deltalake"
 BASELINE = "delta-rs"
-Part = Literal["single", "tables", "throughput"]
-PARTS: tuple[Part, ...] = ("single", "tables", "throughput")
+Part = Literal["single", "tables", "throughput", "hot"]
+PARTS: tuple[Part, ...] = ("single", "tables", "throughput", "hot")
 DEFAULT_TABLES = (1, 2, 4, 8, 16, 32)
 DEFAULT_WRITERS = (1, 2, 4, 8)
 SINGLE_TARGET_RATIO = 1.3
@@ -611,32 +613,37 @@ def _timeline(run: ThroughputRun) -> list[int]:
 
 
 def measure_throughput(
-    backend: Backend, options: CommitBenchOptions, deltalake: ModuleType, console: Console
+    backend: Backend, options: CommitBenchOptions, deltalake: ModuleType, console: Console, *, hot: bool = False
 ) -> tuple[list[BenchRow], list[tuple[ThroughputRun, ThroughputRun]]]:
-    """Part 3: n writer processes on disjoint tables, txlake (one lakehouse) vs delta-rs (plain tables)."""
+    """Part 3: n writer processes on disjoint tables, txlake (one lakehouse) vs delta-rs (plain tables).
+
+    ``hot`` (part 4): every writer appends to the same table instead (one lakehouse table; one plain table).
+    """
     rows: list[BenchRow] = []
     runs: list[tuple[ThroughputRun, ThroughputRun]] = []
+    part = "hot" if hot else "throughput"
     for n in options.writers:
-        uri = backend.uri(f"throughput/w{n}/lake")
+        uri = backend.uri(f"{part}/w{n}/lake")
         lake = txlake.connect(uri, backend.storage_options)
+        names = ["bench.hot"] * n if hot else [f"bench.w{i}" for i in range(n)]
         with lake.transaction() as tx:
-            for i in range(n):
-                tx.create_table(f"bench.w{i}", SCHEMA)
-        plains = [backend.delta_rs_uri(f"throughput/w{n}/plain/w{i}") for i in range(n)]
-        for plain in plains:
+            for name in dict.fromkeys(names):
+                tx.create_table(name, SCHEMA)
+        plains = [backend.delta_rs_uri(f"{part}/w{n}/plain/" + ("hot" if hot else f"w{i}")) for i in range(n)]
+        for plain in dict.fromkeys(plains):
             deltalake.DeltaTable.create(plain, SCHEMA, storage_options=backend.delta_rs_options())
         storage = dict(backend.storage_options)
         ours = run_writers(
-            [WriterTask("txlake", i, uri, storage, f"bench.w{i}", options.txn_rows, options.seconds) for i in range(n)],
+            [WriterTask("txlake", i, uri, storage, names[i], options.txn_rows, options.seconds) for i in range(n)],
             options.seconds,
-            f"[{backend.name}] txlake, {n} writers",
+            f"[{backend.name}] txlake, {n} writers" + (" (one table)" if hot else ""),
             console,
         )
         rs_options = backend.delta_rs_options() or {}
         theirs = run_writers(
             [WriterTask("delta-rs", i, "", rs_options, plains[i], options.txn_rows, options.seconds) for i in range(n)],
             options.seconds,
-            f"[{backend.name}] delta-rs, {n} writers",
+            f"[{backend.name}] delta-rs, {n} writers" + (" (one table)" if hot else ""),
             console,
         )
         runs.append((ours, theirs))
@@ -667,7 +674,10 @@ def measure_throughput(
         if backend.name == "file":
             params["target_per_second"] = THROUGHPUT_TARGET
             params["meets_target"] = ours.per_second >= THROUGHPUT_TARGET and ours.conflicts == 0
-        rows.append(BenchRow(f"{backend.name} {n}w", ours.per_second, theirs.per_second, params))
+        params["tables"] = "one table shared by every writer" if hot else "one table per writer"
+        rows.append(
+            BenchRow(f"{backend.name} {n}w" + (" hot" if hot else ""), ours.per_second, theirs.per_second, params)
+        )
     return rows, runs
 
 
@@ -944,10 +954,11 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
                 single.append(measure_single(backend, options, deltalake, console))
             if "tables" in options.parts:
                 tables.extend(measure_tables(backend, options, deltalake, console))
-            if "throughput" in options.parts:
-                rows, runs = measure_throughput(backend, options, deltalake, console)
-                throughput.extend(rows)
-                failed += sum(ours.errors + theirs.errors for ours, theirs in runs)
+            for part in ("throughput", "hot"):
+                if part in options.parts:
+                    rows, runs = measure_throughput(backend, options, deltalake, console, hot=part == "hot")
+                    throughput.extend(rows)
+                    failed += sum(ours.errors + theirs.errors for ours, theirs in runs)
             if options.profile and backend.name == "file":
                 profiles.extend(run_profile(backend, options, out_dir, console))
     common = {
@@ -1005,7 +1016,8 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
                     "writers": list(options.writers),
                     "seconds": options.seconds,
                     "rows_per_txn": options.txn_rows,
-                    "processes": "multiprocessing spawn, one table per writer (disjoint)",
+                    "processes": "multiprocessing spawn, one table per writer (disjoint; rows ending in 'hot': "
+                    "every writer on one table)",
                     "baseline": 'per process: write_deltalake(DeltaTable(uri), rows, mode="append") in a loop',
                     "ratio_meaning": "txlake/delta-rs throughput: > 1 means txlake commits more per second",
                     "target_per_second_file": THROUGHPUT_TARGET,

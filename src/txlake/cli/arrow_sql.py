@@ -9,6 +9,7 @@ raises :class:`NeedsSpark`, and ``--engine auto`` runs the query on Spark instea
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -18,15 +19,33 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 import txlake
-from txlake.errors import PredicateError
+from txlake.errors import InvalidArgumentError, PredicateError
 from txlake.expr import BoundExpression, BoundPredicate, parse_expression, parse_predicate
-from txlake.expr.binder import SqlNode
+from txlake.expr.binder import SqlNode, construct_name
 from txlake.expr.evaluate import broadcast, evaluate
 from txlake.expr.nodes import ColumnRef, walk
-from txlake.expr.syntax import caret_lines, describe_syntax_error
+from txlake.expr.syntax import caret_lines, describe_syntax_error, empty_item
 
 DIALECT = "spark"
 _CLAUSES = frozenset({"expressions", "from_", "from", "where", "order", "limit"})
+_CLAUSE_NAMES = {
+    "group": "GROUP BY",
+    "having": "HAVING",
+    "distinct": "DISTINCT",
+    "joins": "a JOIN",
+    "with": "WITH",
+    "with_": "WITH",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "laterals": "LATERAL VIEW",
+    "cluster": "CLUSTER BY",
+    "distribute": "DISTRIBUTE BY",
+    "sort": "SORT BY",
+    "offset": "OFFSET",
+    "hint": "a hint",
+    "pivots": "PIVOT",
+}
+"""SELECT clauses the Arrow engine does not run, as SQL names them (sqlglot's argument names otherwise)."""
 _NEEDS_SPARK = (exp.AggFunc, exp.Window, exp.Subquery, exp.Lambda, exp.Join, exp.Unnest, exp.Lateral, exp.Star)
 
 
@@ -124,7 +143,7 @@ def plan(tree: SqlNode, table: str, schema: pa.Schema, query: str) -> ArrowQuery
         raise NeedsSpark("it is not a plain SELECT")
     extra = sorted(k for k, v in tree.args.items() if v and k not in _CLAUSES)
     if extra:
-        raise NeedsSpark(f"it uses {', '.join(k.upper() for k in extra)}")
+        raise NeedsSpark(f"it uses {', '.join(_CLAUSE_NAMES.get(k, k.upper().replace('_', ' ')) for k in extra)}")
     tree = tree.copy()
     source = _from_table(tree)
     alias = source.alias_or_name.lower()
@@ -133,7 +152,7 @@ def plan(tree: SqlNode, table: str, schema: pa.Schema, query: str) -> ArrowQuery
     for node in tree.find_all(*_NEEDS_SPARK):
         if isinstance(node, exp.Star) and (node.parent is tree or isinstance(node.parent, exp.Column)):
             continue  # SELECT * / SELECT t.*
-        raise NeedsSpark(f"it uses {node.key.upper()}")
+        raise NeedsSpark(f"it uses {construct_name(node)}")
     aliases = {e.alias.lower() for e in tree.expressions if isinstance(e, exp.Alias)}
     _check_columns(tree, schema, aliases, query)
     outputs: list[Output] = []
@@ -196,8 +215,23 @@ def _limit(tree: exp.Select) -> int | None:
     return int(value.this)
 
 
-def parse_order_by(text: str, schema: pa.Schema) -> tuple[SortKey, ...]:
-    """``--order-by "balance DESC, id"``: sort keys bound to ``schema``; :class:`PredicateError` if bad."""
+def parse_order_by(text: str, schema: pa.Schema, output: Sequence[str] | None = None) -> tuple[SortKey, ...]:
+    """``--order-by "balance DESC, id"``: sort keys bound to ``schema``.
+
+    A number is a position in ``output`` (the columns shown, default all), as in SQL: ``--order-by 1`` sorts by
+    the first column. An empty text or an empty sort key (``"id,"``) is :class:`InvalidArgumentError`; a key
+    that cannot be parsed or bound is :class:`PredicateError`.
+    """
+    if not text.strip():
+        raise InvalidArgumentError(
+            "--order-by is empty: give sort keys, e.g. 'balance DESC, id' (or leave the option out)",
+            argument="order_by",
+        )
+    empty = empty_item(text)
+    if empty is not None:
+        comma, inside = empty
+        what = "an empty argument at this comma" if inside else "an empty sort key at this comma (keys: 'a, b DESC')"
+        raise InvalidArgumentError(f"--order-by has {what}\n{caret_lines(text, comma)}", argument="order_by")
     prefix = "SELECT * FROM t ORDER BY "
     try:
         tree = sqlglot.parse_one(prefix + text, read=DIALECT)
@@ -211,9 +245,20 @@ def parse_order_by(text: str, schema: pa.Schema) -> tuple[SortKey, ...]:
         raise PredicateError(
             f"--order-by takes sort keys separated by commas (e.g. 'balance DESC, id'), got {text!r}", expression=text
         )
+    shown = list(output) if output is not None else schema.names
     keys: list[SortKey] = []
     for ordered in order.expressions:
-        bound = parse_expression(ordered.this.sql(dialect=DIALECT)).bind(schema)
+        key = ordered.this
+        if isinstance(key, exp.Literal) and not key.is_string and str(key.this).isdigit():
+            position = int(key.this)
+            if not 1 <= position <= len(shown):
+                raise PredicateError(
+                    f"--order-by position {position} is not a column of the output (1..{len(shown)}: "
+                    f"{', '.join(shown)})",
+                    expression=text,
+                )
+            key = exp.column(shown[position - 1], quoted=True)
+        bound = parse_expression(key.sql(dialect=DIALECT)).bind(schema)
         descending = bool(ordered.args.get("desc"))
         nulls_first = ordered.args.get("nulls_first")
         keys.append(SortKey(bound, descending, (not descending) if nulls_first is None else bool(nulls_first)))

@@ -26,8 +26,10 @@ import txlake
 from txlake.cli.exit_codes import UsageError
 from txlake.cli.jvm import start_spark, stop_spark
 from txlake.cli.options import URI_ENV, add_location_arguments, normalize_uri, storage_options_from
-from txlake.cli.output import console_for
+from txlake.cli.output import PipeConsole, console_for
 from txlake.errors import ConflictError, TxlakeError
+from txlake.storage.local import local_directory_error
+from txlake.storage.store import local_root
 from txlake.testing.seaweedfs import SeaweedFS
 
 if TYPE_CHECKING:
@@ -254,7 +256,7 @@ def run_demo(
     With ``spark``, accounts are loaded by a Spark job and the readers check the total with Spark SQL
     over one consistent lakehouse snapshot; transfers are small Arrow transactions either way.
     """
-    console = console or Console()
+    console = console or PipeConsole()
     opening = 1000
     lake = txlake.connect(uri, storage_options, spark=spark)
     if set(BANKS) - set(lake.tables()):
@@ -324,7 +326,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fresh",
         action="store_true",
-        help="first delete what an earlier demo made in --path (refuses a directory holding anything else)",
+        help="first delete what an earlier demo made in the local lakehouse directory (--path, or a local --uri / "
+        f"${URI_ENV}); refuses a directory holding anything else",
     )
     parser.add_argument("--no-spark", action="store_true", help="Arrow only (no local Spark session)")
     parser.add_argument(
@@ -345,21 +348,36 @@ def _location(args: argparse.Namespace, storage_options: dict[str, str] | None, 
         if not any(k.upper() == "AWS_ENDPOINT_URL" for k in options):
             server = stack.enter_context(SeaweedFS())  # stopped (by its pid) when the stack closes
             return _Location(f"s3://{server.new_bucket('txlake-demo')}/demo", server.storage_options(), Path("."))
+        if args.fresh:
+            raise UsageError(
+                "--fresh deletes a local demo directory only, not a bucket prefix",
+                hint="choose a new --s3-bucket, or delete the prefix yourself",
+            )
         return _Location(f"s3://{args.s3_bucket}/txlake-demo", options, Path("."))
     uri = args.uri or (None if args.path else os.environ.get(URI_ENV))
     if uri:
         uri = normalize_uri(uri)
-        options = (
-            storage_options
-            if storage_options is not None
-            else storage_options_from(args.storage_options, os.environ, uri)
-        )
-        return _Location(uri, options, Path("."))
-    root = Path(args.path or DEFAULT_PATH).absolute()
+        if storage_options is None:
+            storage_options = storage_options_from(args.storage_options, os.environ, uri)
+        local = local_root(uri)
+        if local is None:
+            if args.fresh:
+                raise UsageError(
+                    f"--fresh deletes a local demo directory only, not {uri}",
+                    hint="use a local --path (or --uri DIR) with --fresh, or delete the lakehouse yourself",
+                )
+            return _Location(uri, storage_options, Path("."))
+        root = Path(local)  # a local --uri / TXLAKE_URI: the same rules as --path (--fresh included)
+    else:
+        root = Path(args.path or DEFAULT_PATH).absolute()
     if args.fresh:
         delete_demo(root)
-    root.mkdir(parents=True, exist_ok=True)
-    return _Location(f"file://{root.resolve()}", storage_options, root.resolve())
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        root = root.resolve()
+    except OSError as exc:  # a file in the way, a name too long, /proc: exit 7, saying which
+        raise local_directory_error(root, exc) from exc
+    return _Location(f"file://{root}", storage_options, root)
 
 
 # ---------------------------------------------------------------------------------------------- --fresh

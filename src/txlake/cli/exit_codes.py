@@ -108,6 +108,19 @@ LOCAL_PATH_HINT = (
 )
 
 
+STORAGE_OPTIONS_HINT = (
+    "storage options are aws_endpoint_url (http://host:port), aws_region, aws_access_key_id, aws_secret_access_key, "
+    "aws_session_token, aws_allow_http, aws_virtual_hosted_style_request, aws_skip_signature, max_retries, "
+    "retry_base_delay"
+)
+
+
+def _argument_hint(exc: BaseException) -> str:
+    if getattr(exc, "argument", None) == "storage_options":
+        return STORAGE_OPTIONS_HINT
+    return "see `txlake COMMAND --help`"
+
+
 def _feature_hint(exc: BaseException) -> str:
     feature = exc.feature if isinstance(exc, UnsupportedFeatureError) else None
     return f"the table needs Delta feature {feature!r}; read it with an engine that supports it"
@@ -248,8 +261,8 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
     (PredicateError, ExitCode.INVALID, f"{_COLUMNS}; expressions are Spark SQL"),
     (SchemaMismatchError, ExitCode.INVALID, _COLUMNS),
     (MergeCardinalityError, ExitCode.INVALID, _RERUN),
-    (InvalidArgumentError, ExitCode.USAGE, "see `txlake COMMAND --help`"),
-    (InvalidArgumentTypeError, ExitCode.USAGE, "see `txlake COMMAND --help`"),
+    (InvalidArgumentError, ExitCode.USAGE, _argument_hint),
+    (InvalidArgumentTypeError, ExitCode.USAGE, _argument_hint),
     (
         CommitStateUnknownError,
         ExitCode.ERROR,
@@ -300,12 +313,16 @@ def exit_code_for(exc: BaseException) -> ExitCode:
 def _hint(exc: BaseException, command: str | None) -> str | None:
     if isinstance(exc, CliError):
         return exc.hint
-    for name, cls, text in _COMMAND_HINTS:
+    for name, cls, command_hint in _COMMAND_HINTS:
         if name == command and isinstance(exc, cls):
-            return text
+            return command_hint
     for cls, _, hint in _CLASSES:
         if isinstance(exc, cls):
-            return hint(exc) if callable(hint) else hint
+            text = hint(exc) if callable(hint) else hint
+            if text is None:
+                return None
+            # the command's own name, not a placeholder ("see `txlake show --help`")
+            return text.replace("txlake COMMAND", f"txlake {command}" if command else "txlake")
     return _BUG_HINT
 
 

@@ -86,52 +86,100 @@ def jvm_output_discarded() -> Iterator[None]:
 
 
 started_here = False
-"""Whether this process started a JVM (then an interrupted command ends with ``os._exit``, see ``main``)."""
+"""Whether this process started (or began starting) a JVM: an interrupted command then ends with ``os._exit``."""
 
 
 def start_spark(app_name: str, *, debug: bool) -> tuple[SparkSession, bool]:
-    """A local Spark session (pyspark imported only here); quiet unless ``debug``. Returns (session, created)."""
-    from txlake.spark.session import local_session  # pyspark is optional: only the commands using Spark need it
+    """A local Spark session (pyspark imported only here); quiet unless ``debug``. Returns (session, created).
+
+    A Ctrl-C while the JVM starts interrupts at once: the session starts in a thread of its own while this
+    one waits, so the ``KeyboardInterrupt`` is raised here and never inside PySpark's start-up (raised there,
+    PySpark's clean-up deletes the directory the new JVM is to report its port in, and that JVM then runs for
+    good). The JVM being started is stopped; where its process cannot be found, it finishes starting and exits
+    once this process has gone (it reads its stdin to the end, which comes when this process exits: see
+    ``main``).
+    """
+    # pyspark is optional: only the commands using Spark need it
+    from txlake.spark.session import active_session, local_session
 
     if not debug:
         silence_python_loggers()
     global started_here
-    with deferred_interrupt() as pending, nullcontext() if debug else jvm_output_discarded():
-        session, created = local_session(app_name)
-    started_here = started_here or created
-    if pending.interrupted:
-        raise KeyboardInterrupt  # the JVM is up now: it ends by itself when this process exits
+    active = active_session()  # (looked up here: the active session belongs to a thread)
+    if active is not None:
+        return active, False
+    if threading.current_thread() is not threading.main_thread():
+        with nullcontext() if debug else jvm_output_discarded():
+            session, created = local_session(app_name)
+        started_here = started_here or created
+        return session, created
+    outcome: list[tuple[SparkSession, bool]] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def start() -> None:
+        try:
+            outcome.append(local_session(app_name))
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            failure.append(exc)
+        finally:
+            done.set()
+
+    had_started = started_here
+    started_here = True  # from here on a JVM may be starting
+    before = _spark_jvms()
+    with nullcontext() if debug else jvm_output_discarded():
+        threading.Thread(target=start, name="txlake-spark-start", daemon=True).start()
+        try:
+            while not done.wait(0.05):  # interruptible: Ctrl-C raises KeyboardInterrupt here
+                pass
+        except KeyboardInterrupt:
+            _stop_jvms(_spark_jvms() - before, done)
+            raise
+    if failure:
+        raise failure[0]
+    session, created = outcome[0]
+    started_here = had_started or created
     return session, created
 
 
-class _Pending:
-    interrupted = False
+_SPARK_SUBMIT = b"org.apache.spark.deploy.SparkSubmit"
 
 
-@contextmanager
-def deferred_interrupt() -> Iterator[_Pending]:
-    """Hold a Ctrl-C back while the JVM starts (SIGINT blocked), and report it after.
-
-    Interrupted while PySpark waits for the new JVM's connection details, the JVM's main thread fails and its
-    py4j server thread keeps it running for good; interrupted once the context exists, PySpark's own SIGINT
-    handler calls the JVM from inside the handler and can wait forever on the connection the interrupted call
-    holds. So the signal stays pending until the session is up (and PySpark's handler replaced); the JVM then
-    watches its stdin and exits with this process.
-    """
-    pending = _Pending()
-    if threading.current_thread() is not threading.main_thread():
-        yield pending
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def _spark_jvms() -> set[int]:
+    """Process ids of the Spark JVMs this process started (Linux ``/proc``; elsewhere none are found)."""
+    found: set[int] = set()
+    me = os.getpid()
     try:
-        yield pending
-    finally:
-        if signal.SIGINT in signal.sigpending():
-            signal.sigwait({signal.SIGINT})  # take the pending Ctrl-C: no handler runs for it
-            pending.interrupted = True
-        signal.signal(signal.SIGINT, previous)  # PySpark installed its own handler meanwhile
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            if parent != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if _SPARK_SUBMIT in cmdline.read():
+                    found.add(int(entry))
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not readable: not ours to stop
+            continue
+    return found
+
+
+def _stop_jvms(pids: set[int], started: threading.Event) -> None:
+    """Stop the JVMs a Ctrl-C interrupted while starting; PySpark's start-up then fails and cleans up after
+    itself (the directory the JVM was to report its port in) within a moment, which is waited for.
+
+    SIGTERM lets the JVM run its shutdown hooks (Spark deletes its temporary directories). Without ``/proc``
+    nothing is found: the JVM then exits by itself once this process has (see :func:`start_spark`).
+    """
+    for pid in pids:
+        with suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    with suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
+        started.wait(1.0 if pids else 0)
 
 
 def stop_spark(session: SparkSession) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -103,6 +104,11 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
+def is_panic(exc: BaseException) -> bool:
+    """A Rust panic in a native library (obstore): ``pyo3_runtime.PanicException`` derives from BaseException."""
+    return type(exc).__name__ == "PanicException" and type(exc).__module__ == "pyo3_runtime"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``txlake`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
@@ -120,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.OK
     debug = bool(getattr(args, "debug", False))
+    if not debug:  # sqlglot warns on stderr about SQL it reads its own way; txlake's error says what is wrong
+        logging.getLogger("sqlglot").setLevel(logging.ERROR)
     masker = SecretMasker.from_sources([*getattr(args, "storage_options", []), *secret_pairs(words)], os.environ)
     try:
         result: int = args.run(args)
@@ -127,7 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_broken_pipe()
         return ExitCode.OK
-    except (Exception, KeyboardInterrupt) as exc:
+    except BaseException as exc:
+        if not isinstance(exc, (Exception, KeyboardInterrupt)) and not is_panic(exc):
+            raise  # SystemExit and the like
         failure = describe_failure(exc, args.command)
         if debug:
             sys.stderr.write(masker("".join(traceback.format_exception(exc))))

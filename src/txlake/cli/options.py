@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import errno
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
 
 import txlake
 from txlake.cli.exit_codes import LakehouseNotFoundError, UsageError
-from txlake.errors import InvalidObjectPathError, StorageError, TxlakeError, VersionNotFoundError
+from txlake.errors import TxlakeError, VersionNotFoundError
+from txlake.storage.local import local_directory_error
+from txlake.storage.store import local_root, split_uri
 
 URI_ENV = "TXLAKE_URI"
 STORAGE_ENV: Mapping[str, str] = {
@@ -101,7 +100,7 @@ def normalize_uri(raw: str) -> str:
 def storage_options_from(flags: Iterable[tuple[str, str]], environ: Mapping[str, str], uri: str) -> dict[str, str]:
     """Storage options: ``AWS_*`` environment variables (for ``s3://`` only), overridden by flags."""
     options: dict[str, str] = {}
-    if urlparse(uri).scheme.lower() in {"s3", "s3a"}:
+    if split_uri(uri).scheme in {"s3", "s3a"}:
         options.update({opt: environ[var] for var, opt in STORAGE_ENV.items() if environ.get(var)})
     options.update(dict(flags))
     return options
@@ -120,83 +119,24 @@ def resolve_location(args: argparse.Namespace, environ: Mapping[str, str], *, ur
 
 
 def _local_dir(uri: str) -> Path | None:
-    parsed = urlparse(uri)
-    return Path(parsed.path) if parsed.scheme.lower() == "file" and parsed.path.startswith("/") else None
-
-
-_VIRTUAL_FILE_SYSTEMS = frozenset(
-    {"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs"}
-)
-
-
-def _mount_type(path: Path) -> str | None:
-    """The file system type of the mount holding ``path`` (Linux ``/proc/mounts``), if it can be told."""
-    try:
-        with open("/proc/mounts", encoding="utf-8") as mounts:
-            entries = [line.split()[1:3] for line in mounts if len(line.split()) >= 3]
-    except OSError:
-        return None
-    best: tuple[int, str] | None = None
-    text = str(path)
-    for mount, fstype in entries:
-        inside = text == mount or text.startswith(mount.rstrip("/") + "/")
-        if inside and (best is None or len(mount) > best[0]):
-            best = (len(mount), fstype)
-    return best[1] if best else None
-
-
-def _os_errno(exc: OSError) -> int | None:
-    if exc.errno is not None:
-        return exc.errno
-    found = re.search(r"os error (\d+)", str(exc))
-    return int(found.group(1)) if found else None
-
-
-def local_path_problem(path: Path, exc: OSError | None = None) -> tuple[str, bool]:
-    """Why a directory cannot be created at ``path``, in plain words, and whether a file is in the way.
-
-    Looks at the nearest existing ancestor without writing anything: a file where a directory must be, a
-    directory this user may not write, a read-only or virtual file system.
-    """
-    ancestor = path
-    while not os.path.lexists(ancestor) and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if ancestor.exists() and not ancestor.is_dir():
-        return f"{'the path' if ancestor == path else ancestor} is a file, not a directory", True
-    if not ancestor.exists():
-        return f"{ancestor} is a broken symbolic link", True
-    try:
-        read_only = bool(os.statvfs(ancestor).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    if read_only:
-        return f"{ancestor} is on a read-only file system", False
-    fstype = _mount_type(ancestor)
-    if fstype in _VIRTUAL_FILE_SYSTEMS:
-        return f"{ancestor} is on a virtual file system ({fstype}) where directories cannot be created", False
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"no permission to create directories in {ancestor}", False
-    code = _os_errno(exc) if exc is not None else None
-    reason = os.strerror(code) if code is not None else (str(exc) if exc is not None else "unknown reason")
-    return f"creating a directory in {ancestor} failed: {reason}", code in {errno.ENOTDIR, errno.ENAMETOOLONG}
-
-
-def local_path_error(path: Path, exc: OSError | None = None) -> StorageError:
-    """The storage error for a local lakehouse directory that cannot be created (exit code 7)."""
-    problem, in_the_way = local_path_problem(path, exc)
-    cls = InvalidObjectPathError if in_the_way else StorageError
-    return cls(f"cannot create a lakehouse at {path}: {problem}", path=str(path), kind="PUT")
+    root = local_root(uri)
+    return Path(root) if root is not None else None
 
 
 def open_lakehouse(location: Location) -> txlake.Lakehouse:
     """Connect to an existing lakehouse (never creates one, not even a local directory)."""
     local = _local_dir(location.uri)
-    if local is not None and not local.is_dir():
-        what = "is a file, not a directory" if local.exists() else "does not exist"
-        raise LakehouseNotFoundError(
-            f"no lakehouse at {location.uri}: the path {what}",
-            hint="check --uri / TXLAKE_URI, or create a lakehouse with `txlake init URI`",
-        )
+    if local is not None:
+        try:
+            is_dir = local.is_dir()
+        except OSError as exc:  # a name too long, a symbolic link loop: the path itself is wrong (exit 7)
+            raise local_directory_error(local, exc, creating=False) from exc
+        if not is_dir:
+            what = "is a file, not a directory" if local.exists() else "does not exist"
+            raise LakehouseNotFoundError(
+                f"no lakehouse at {location.uri}: the path {what}",
+                hint="check --uri / TXLAKE_URI, or create a lakehouse with `txlake init URI`",
+            )
     try:
         return txlake.connect(location.uri, dict(location.storage_options), create=False)
     except VersionNotFoundError as exc:
@@ -214,19 +154,12 @@ def open_lakehouse(location: Location) -> txlake.Lakehouse:
 
 def create_lakehouse(location: Location) -> txlake.Lakehouse:
     """Connect, initializing an empty lakehouse at the location if it has none."""
-    local = _local_dir(location.uri)
     try:
         return txlake.connect(location.uri, dict(location.storage_options), create=True)
     except ValueError as exc:
         if isinstance(exc, TxlakeError):
             raise
         raise UsageError(str(exc), hint="see `txlake --help` for URI forms and storage options") from exc
-    except OSError as exc:
-        # txlake.connect creates a local directory with a bare OSError when it cannot (a file in the way, /proc,
-        # no permission): say what is wrong with the path. A TxlakeError that is also an OSError passes.
-        if isinstance(exc, TxlakeError) or local is None:
-            raise
-        raise local_path_error(local, exc) from exc
 
 
 class SecretMasker:

@@ -17,12 +17,15 @@ from typing import Any, TextIO
 import pyarrow as pa
 from rich import box
 from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 MAX_CELL = 40
-"""Longest value shown in a table cell before it is cut with an ellipsis."""
+"""Longest value shown in a table cell on a terminal before it is cut with an ellipsis (never in a pipe or file)."""
+UNLIMITED = 1 << 20
+"""A width no table reaches: what a table measures at most when nothing is cut."""
 
 
 def to_jsonable(value: Any) -> Any:
@@ -71,14 +74,31 @@ def human_size(size: int | None) -> str:
     return f"{size} B"  # pragma: no cover - the loop always returns
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: each line break shown as ``⏎``."""
+    return text.replace("\r", "").replace("\n", "⏎")
+
+
 def truncate(text: str, width: int = MAX_CELL) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = text.replace("\r", "").replace("\n", "⏎")
+    flat = one_line(text)
     return flat if len(flat) <= width else flat[: max(width - 1, 1)] + "…"
 
 
+class Cell(Text):
+    """A table cell: its whole value on one line, and the width it is cut to on a terminal (``limit``).
+
+    :meth:`Output.table` cuts it, on a terminal only: output to a pipe or file keeps every value whole.
+    """
+
+    def __init__(self, text: str, limit: int) -> None:
+        super().__init__(text)
+        self.limit = limit
+
+
 def cell(value: Any, width: int = MAX_CELL) -> Text:
-    """One table cell: ``null`` dimmed, numbers as-is, nested values as compact JSON, cut to ``width``."""
+    """One table cell: ``null`` dimmed, numbers as-is, nested values as compact JSON, on one line; cut to
+    ``width`` with an ellipsis when it is shown on a terminal (see :class:`Cell`)."""
     if value is None:
         return Text("null", style="dim")
     if isinstance(value, Text):
@@ -93,7 +113,7 @@ def cell(value: Any, width: int = MAX_CELL) -> Text:
         text = json.dumps(to_jsonable(value), separators=(",", ":"), ensure_ascii=False)
     else:
         text = str(value)
-    return Text(truncate(text, width))
+    return Cell(one_line(text), width)
 
 
 def is_numeric(dtype: pa.DataType) -> bool:
@@ -149,9 +169,26 @@ def _width(stream: TextIO | None = None) -> int | None:
     return PIPE_WIDTH
 
 
+class PipeConsole(Console):
+    """A rich console whose reader going away (``txlake show ... | head``) ends the command as a quiet success.
+
+    rich's own answer is ``SystemExit(1)``; the CLI answers every broken pipe with exit 0 (``cli.main``).
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console_for(*, stderr: bool = False) -> Console:
     """A console on stdout (or stderr) that is :data:`PIPE_WIDTH` wide when it is not a terminal."""
-    return Console(stderr=stderr, highlight=False, width=_width(sys.stderr if stderr else sys.stdout))
+    return PipeConsole(stderr=stderr, highlight=False, width=_width(sys.stderr if stderr else sys.stdout))
+
+
+def _measure(console: Console, table: Table) -> Measurement:
+    """The narrowest ``table`` can be without dropping or cutting columns below their minimum, and its natural
+    width (every value whole), whatever the console's width."""
+    return Measurement.get(console, console.options.update_width(UNLIMITED), table)
 
 
 class Output:
@@ -162,8 +199,8 @@ class Output:
 
     def __init__(self, json_mode: bool, *, console: Console | None = None, stderr: Console | None = None) -> None:
         self.json_mode = json_mode
-        self.console = console or Console(highlight=False, width=_width())
-        self.stderr = stderr or Console(stderr=True, highlight=False, width=_width(sys.stderr))
+        self.console = console or PipeConsole(highlight=False, width=_width())
+        self.stderr = stderr or PipeConsole(stderr=True, highlight=False, width=_width(sys.stderr))
 
     def json(self, doc: Any) -> None:
         sys.stdout.write(json.dumps(to_jsonable(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
@@ -176,11 +213,50 @@ class Output:
         self.console.print(text, soft_wrap=True)
 
     def table(self, title: str, table: Table, caption: str | None = None) -> None:
-        """A titled table (title and caption on their own lines, so a narrow table does not wrap them)."""
+        """A titled table (title and caption on their own lines, so a narrow table does not wrap them).
+
+        Nothing is ever left out. On a terminal long values are cut with an ellipsis, and a table whose columns
+        cannot all fit the width is shown one row per block instead (column: value lines). To a pipe or file
+        nothing is cut: the table is as wide as its longest row.
+        """
         self.console.print(Text(title, style="bold"))
-        self.console.print(table)
+        if self.console.is_terminal:
+            for column in table.columns:
+                for value in column.cells:
+                    if isinstance(value, Cell):
+                        value.truncate(value.limit, overflow="ellipsis")
+            if _measure(self.console, table).minimum > self.console.width:
+                self._vertical(table)
+            else:
+                self.console.print(table)
+        else:
+            width = self.console.width
+            self.console.width = max(width, _measure(self.console, table).maximum)  # (print cannot go wider)
+            try:
+                self.console.print(table)
+            finally:
+                self.console.width = width
         if caption:
             self.console.print(Text(caption, style="dim"))
+
+    def _vertical(self, table: Table) -> None:
+        """``table`` one row per block, each value on its own line after its column's name (as ``psql -x``)."""
+        headers = [Text(str(column.header), style="bold") for column in table.columns]
+        rows = list(zip(*(list(column.cells) for column in table.columns), strict=True))
+        self.console.print(
+            Text(f"(one row per block: the {len(headers)} columns do not fit {self.console.width} characters)")
+            if rows
+            else Text("(no rows)"),
+            style="dim",
+        )
+        for number, values in enumerate(rows, start=1):
+            self.console.print(Text(f"-[ row {number} ]" + "-" * max(0, min(self.console.width, 40) - 12)))
+            block = Table.grid(padding=(0, 1))
+            block.add_column(overflow="fold")
+            block.add_column(overflow="fold")
+            for header, value in zip(headers, values, strict=True):
+                block.add_row(header, value)
+            self.console.print(block)
 
     def note(self, text: str) -> None:
         """A remark for people (never in ``--json`` output)."""

@@ -448,7 +448,7 @@ def read_rows(
                 table=entry.name,
                 columns=unknown,
             )
-    keys = parse_order_by(order_by, schema) if order_by else ()
+    keys = parse_order_by(order_by, schema, columns) if order_by is not None else ()
     data = snap.read_arrow(name, where=where, columns=None if keys else columns)
     if keys:
         data = sort_table(data, keys)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 
 import txlake
@@ -20,9 +22,9 @@ from txlake.cli.options import Location
 from txlake.cli.output import Column, Output, cell, is_numeric, new_table
 from txlake.cli.reports import snapshot_at
 from txlake.cli.suggest import did_you_mean, did_you_mean_or_list
-from txlake.errors import PredicateError, TableNotFoundError, TxlakeError
+from txlake.errors import InvalidArgumentError, PredicateError, TableNotFoundError, TxlakeError
 from txlake.expr.binder import SqlNode
-from txlake.expr.syntax import caret_lines, describe_syntax_error
+from txlake.expr.syntax import caret_lines, describe_syntax_error, empty_item
 
 if TYPE_CHECKING:
     from txlake.spark.session import SparkSession
@@ -50,16 +52,62 @@ def view_name(table: str) -> str:
     return "txlake__" + table.replace(".", "__")
 
 
+_QUERY_STARTS = frozenset({"SELECT", "WITH", "FROM", "VALUES", "TABLE", "L_PAREN"})
+"""Token types a Spark SQL query may start with (``FROM t SELECT ...`` is Spark SQL too)."""
+_KEYWORDS = ("SELECT", "WITH", "FROM", "VALUES")
+
+
+def _syntax_error(query: str, reason: str, position: int) -> PredicateError:
+    return PredicateError(f"cannot parse the query: {reason}\n{caret_lines(query, position)}", expression=query)
+
+
+def _check_statement(query: str) -> None:
+    """One query, starting like one: "the query is empty", a second statement or ``SELEC`` are named at once,
+    with the caret where they are (sqlglot would read ``SELEC *`` as a column times something)."""
+    empty = InvalidArgumentError('the query is empty: give one, e.g. "SELECT * FROM namespace.table"', argument="query")
+    if not query.strip():
+        raise empty
+    try:
+        tokens = Dialect.get_or_raise("spark").tokenize(query)
+    except SqlglotError:
+        return  # the parser says what is wrong
+    kinds = [token.token_type.name for token in tokens]
+    while kinds and kinds[-1] == "SEMICOLON":
+        kinds.pop()
+    if not kinds:  # only semicolons
+        raise empty
+    if "SEMICOLON" in kinds:
+        semicolon = tokens[kinds.index("SEMICOLON")]
+        raise _syntax_error(query, "txlake sql runs one query; a second statement follows this ';'", semicolon.start)
+    word = tokens[0].text
+    if kinds[0] == "VAR":  # not a keyword: a misspelt one?
+        close = difflib.get_close_matches(word.upper(), _KEYWORDS, n=1, cutoff=0.6)
+        reason = f"a query starts with SELECT or WITH, found {word!r}"
+        raise _syntax_error(query, reason + (f"; did you mean {close[0]}?" if close else ""), tokens[0].start)
+    if kinds[0] not in _QUERY_STARTS:
+        reason = f"txlake sql runs queries (SELECT or WITH ...), not {word.upper()} statements"
+        raise _syntax_error(query, reason, tokens[0].start)
+    comma = empty_item(query)
+    if comma is not None:
+        what = "an empty argument" if comma[1] else "an empty item in a list"
+        raise _syntax_error(query, f"{what} at this comma", comma[0])
+
+
 def parse_query(query: str) -> exp.Query:
-    """The sqlglot tree of a query (``SELECT``, ``WITH``, set operations); :class:`PredicateError` otherwise."""
+    """The sqlglot tree of a query (``SELECT``, ``WITH``, set operations); :class:`PredicateError` otherwise
+    (:class:`InvalidArgumentError` for an empty one)."""
+    _check_statement(query)
     try:
         tree = sqlglot.parse_one(query, read="spark")
     except SqlglotError as exc:
         problem = describe_syntax_error(query, exc)
-        message = f"cannot parse the query: {problem.reason}\n{caret_lines(query, problem.position)}"
-        raise PredicateError(message, expression=query) from exc
+        raise _syntax_error(query, problem.reason, problem.position) from exc
     if not isinstance(tree, exp.Query):
         raise PredicateError("only queries (SELECT ...) can run over a snapshot", expression=query)
+    if any(not select.expressions for select in tree.find_all(exp.Select)):
+        bare = re.search(r"\bselect\s+(?=from\b)", query, re.IGNORECASE)
+        position = bare.end() if bare else len(query.rstrip())
+        raise _syntax_error(query, "SELECT names no columns (SELECT * or SELECT a, b ...)", position)
     return tree
 
 

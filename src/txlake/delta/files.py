@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
+from txlake.delta.schema import cast_problem, spark_type_name
 from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError, SchemaMismatchError
 from txlake.storage import ObjectStore
 
@@ -422,8 +423,8 @@ def _cast_column(arr: pa.ChunkedArray, field: pa.Field, add: Add, table: str | N
         return arr.cast(field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SchemaMismatchError(
-            f"column {field.name!r} of data file {add.path} of {table} is {arr.type}, not readable as {field.type}: "
-            f"{exc}",
+            f"column {field.name!r} of data file {add.path} of {table} is {spark_type_name(arr.type)}, not readable "
+            f"as {spark_type_name(field.type)}: {cast_problem(exc)}",
             table=table,
             columns=[field.name],
         ) from exc

@@ -129,6 +129,39 @@ def arrow_type_to_delta(dtype: pa.DataType) -> Any:
     raise TypeError(f"Arrow type {dtype} has no Delta equivalent")
 
 
+def spark_type_name(dtype: pa.DataType) -> str:
+    """An Arrow type as Spark SQL spells it (``bigint``, ``decimal(10,2)``, ``array<string>``, ``struct<a:int>``);
+    else Arrow's name. Error messages name types so, as Spark's own messages and ``simpleString()`` do."""
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
+        return "string"
+    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype) or pa.types.is_fixed_size_binary(dtype):
+        return "binary"
+    simple = {
+        pa.int64(): "bigint",
+        pa.int32(): "int",
+        pa.int16(): "smallint",
+        pa.int8(): "tinyint",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.bool_(): "boolean",
+        pa.date32(): "date",
+        pa.null(): "void",
+    }
+    if dtype in simple:
+        return simple[dtype]
+    if pa.types.is_timestamp(dtype):
+        return "timestamp" if dtype.tz is not None else "timestamp_ntz"
+    if pa.types.is_decimal(dtype):
+        return f"decimal({dtype.precision},{dtype.scale})"
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return f"array<{spark_type_name(dtype.value_type)}>"
+    if pa.types.is_map(dtype):
+        return f"map<{spark_type_name(dtype.key_type)},{spark_type_name(dtype.item_type)}>"
+    if pa.types.is_struct(dtype):
+        return "struct<" + ",".join(f"{f.name}:{spark_type_name(f.type)}" for f in dtype) + ">"
+    return str(dtype)
+
+
 def arrow_field_to_delta(field: pa.Field) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for k, v in (field.metadata or {}).items():
@@ -202,11 +235,18 @@ def _struct_compatible(src: pa.StructType, dst: pa.StructType) -> list[str]:
     return problems
 
 
+def cast_problem(exc: BaseException) -> str:
+    """Arrow's reason a cast failed, on one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def conform(data: pa.Table, schema: pa.Schema, *, table: str | None = None) -> pa.Table:
     """Cast ``data`` to the table ``schema`` losslessly, or raise :class:`SchemaMismatchError`.
 
     Columns are matched by name; missing nullable columns become nulls; extra columns, missing
-    non-nullable columns, lossy casts and nulls in non-nullable columns are errors.
+    non-nullable columns, lossy casts and nulls in non-nullable columns are errors. Types are named as Spark
+    SQL names them (:func:`spark_type_name`): ``bigint``, ``decimal(10,2)``, ``array<string>``.
     """
     names = set(data.column_names)
     extra = [n for n in data.column_names if n not in schema.names]
@@ -224,7 +264,8 @@ def conform(data: pa.Table, schema: pa.Schema, *, table: str | None = None) -> p
         col = data.column(field.name)
         if not _widenable(col.type, field.type):
             raise SchemaMismatchError(
-                f"column {field.name!r} has type {col.type}, the table has {field.type} (no lossy casts)",
+                f"column {field.name!r} has type {spark_type_name(col.type)}, the table has "
+                f"{spark_type_name(field.type)} (no lossy casts)",
                 table=table,
                 columns=[field.name],
             )
@@ -234,7 +275,9 @@ def conform(data: pa.Table, schema: pa.Schema, *, table: str | None = None) -> p
             except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 # e.g. a struct lacking a non-nullable child, or nulls in one: not a Delta-valid value
                 raise SchemaMismatchError(
-                    f"column {field.name!r} cannot be stored as {field.type}: {exc}", table=table, columns=[field.name]
+                    f"column {field.name!r} cannot be stored as {spark_type_name(field.type)}: {cast_problem(exc)}",
+                    table=table,
+                    columns=[field.name],
                 ) from exc
         if not field.nullable and col.null_count:
             raise SchemaMismatchError(

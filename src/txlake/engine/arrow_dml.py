@@ -16,6 +16,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from txlake.delta.schema import cast_problem, spark_type_name
 from txlake.errors import MergeCardinalityError, PredicateError, SchemaMismatchError
 from txlake.expr import (
     BoundExpression,
@@ -48,7 +49,8 @@ def conform_column(values: pa.Array | pa.ChunkedArray, target: pa.Field, *, tabl
             values = pc.cast(values, t, safe=True)
         except _CAST_ERRORS as exc:
             raise SchemaMismatchError(
-                f"values of type {source} cannot be stored in column {target.name!r} ({t}): {exc}",
+                f"values of type {spark_type_name(source)} cannot be stored in column {target.name!r} "
+                f"({spark_type_name(t)}): {cast_problem(exc)}",
                 table=table,
                 columns=[target.name],
             ) from exc

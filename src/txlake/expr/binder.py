@@ -127,19 +127,70 @@ _ARITHMETIC: dict[type[SqlNode], ArithOp] = {
 }
 
 
+# What a user wrote, in SQL words, for the sqlglot classes txlake does not evaluate (never sqlglot's own names).
+_CONSTRUCTS: dict[str, str] = {
+    "Subquery": "a subquery",
+    "Select": "a subquery (SELECT)",
+    "Union": "a set operation (UNION)",
+    "Intersect": "a set operation (INTERSECT)",
+    "Except": "a set operation (EXCEPT)",
+    "Exists": "EXISTS (subquery)",
+    "Block": "several statements separated by ';'",
+    "Command": "a command",
+    "Placeholder": "a parameter placeholder (? or :name)",
+    "Parameter": "a parameter",
+    "SessionParameter": "a session variable",
+    "Bracket": "indexing with [...]",
+    "Interval": "an INTERVAL",
+    "Window": "a window function (OVER ...)",
+    "WindowSpec": "a window (OVER ...)",
+    "Lambda": "a lambda (x -> ...)",
+    "JSONExtract": "the -> operator",
+    "Escape": "LIKE ... ESCAPE",
+    "Tuple": "a tuple (a, b, ...)",
+    "Star": "*",
+    "Array": "an array",
+    "Struct": "a struct",
+    "Map": "a map",
+    "Alias": "an alias (AS)",
+    "Distinct": "DISTINCT",
+    "Ordered": "a sort order (ASC/DESC)",
+    "Var": "a keyword",
+    "BitwiseNot": "~",
+    "BitwiseLeftShift": "<<",
+    "BitwiseRightShift": ">>",
+    "Collate": "COLLATE",
+    "Any": "ANY (...)",
+    "All": "ALL (...)",
+    "Anonymous": "a function",
+}
+
+
 def construct_name(node: SqlNode) -> str:
+    """What ``node`` is, in the words of the SQL a user wrote (for "cannot use ... in ..." messages)."""
     if isinstance(node, exp.Anonymous):
         return f"function {str(node.this).upper()}()"
+    if isinstance(node, exp.AggFunc):
+        return f"the aggregate function {node.sql_name()}()"
+    named = _CONSTRUCTS.get(type(node).__name__)
+    if named is not None:
+        return named
     if isinstance(node, exp.Func) and not isinstance(node, (exp.Binary, exp.Cast)):
         return f"function {node.sql_name()}()"
-    return str(node.key).upper()
+    text = node.sql(dialect="spark")
+    return repr(text if len(text) <= 40 else text[:39] + "…") if text else "this part of the expression"
+
+
+def unsupported_message(node: SqlNode, sql: str) -> str:
+    """``cannot use a subquery in 'id IN (SELECT 1)'``: one line naming the construct as written."""
+    return f"cannot use {construct_name(node)} in {sql!r}"
 
 
 def validate(tree: SqlNode, sql: str) -> None:
     """Reject every node type txlake cannot evaluate, naming the construct."""
     for node in _walk(tree):
         if type(node) not in SUPPORTED:
-            raise PredicateError(f"unsupported SQL construct {construct_name(node)} in {sql!r}", expression=sql)
+            raise PredicateError(unsupported_message(node, sql), expression=sql)
 
 
 def _walk(tree: SqlNode) -> Iterator[SqlNode]:
@@ -322,7 +373,7 @@ class Binder:
         return PredicateError(f"{message} in {self.sql!r}", expression=self.sql)
 
     def unsupported(self, node: SqlNode) -> PredicateError:
-        return self.error(f"unsupported SQL construct {construct_name(node)}")
+        return PredicateError(unsupported_message(node, self.sql), expression=self.sql)
 
     def bind(self, node: SqlNode | None) -> Node:
         if node is None:

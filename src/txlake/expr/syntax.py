@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 _ALTERNATIVES = {"=": ("==",), "<>": ("!=",)}
@@ -88,8 +89,10 @@ def _missing(key: str, cls: str, token: _Token) -> SyntaxProblem:
     if cls == "Between":
         what = "a lower bound after BETWEEN" if key == "low" else "'AND <upper bound>' after 'BETWEEN <lower bound>'"
         return SyntaxProblem(f"expected {what}", token.end)
-    if spellings is None:
-        return SyntaxProblem(f"incomplete {cls.upper()} expression: its {key} is missing", token.end)
+    if spellings is None:  # a clause or function whose part is missing: say where, in the user's words
+        if token.last:
+            return SyntaxProblem(f"expected an expression after {token.text!r}", token.end)
+        return SyntaxProblem(f"unexpected {token.text!r}" if token.text else "incomplete expression", token.start)
     op = spellings[0]
     if token.text.upper() in spellings and token.last:  # the operator ends the text: its operand is missing
         return SyntaxProblem(f"expected an expression after {token.text!r}", token.end)
@@ -128,6 +131,26 @@ def _unterminated(text: str) -> SyntaxProblem | None:
         return None
     kind = "quoted name" if quote == "`" else "string"
     return SyntaxProblem(f"unterminated {kind}: the {quote} here is never closed", opened)
+
+
+def empty_item(text: str, dialect: str = "spark") -> tuple[int, bool] | None:
+    """A comma with nothing before or after it (``"id,"``, ``",id"``, ``"id,,v"``, ``"f(a,)"``), which sqlglot
+    accepts silently: its offset, and whether it is inside parentheses (an empty argument, not an empty item)."""
+    try:
+        tokens = Dialect.get_or_raise(dialect).tokenize(text)
+    except SqlglotError:
+        return None  # the parser says what is wrong
+    kinds = [token.token_type.name for token in tokens]  # (by name: sqlglot moved TokenType between versions)
+    depth = 0
+    for i, kind in enumerate(kinds):
+        depth += {"L_PAREN": 1, "R_PAREN": -1}.get(kind, 0)
+        if kind != "COMMA":
+            continue
+        before = kinds[i - 1] if i > 0 else None
+        after = kinds[i + 1] if i + 1 < len(kinds) else None
+        if before in (None, "COMMA", "L_PAREN") or after in (None, "COMMA", "R_PAREN", "FROM", "SEMICOLON"):
+            return tokens[i].start, depth > 0
+    return None
 
 
 def describe_syntax_error(text: str, error: SqlglotError) -> SyntaxProblem:

@@ -6,7 +6,7 @@ import contextlib
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -19,6 +19,8 @@ LOG_DIR = f"{ROOT}/log"
 _RECORD = re.compile(r"^(\d{20})\.json$")
 _OUTCOME = re.compile(r"^(\d{20})\.outcome\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.json$")
+EMBEDDED_OUTCOMES = 8
+"""A record carries the outcomes of up to this many versions before it that its claimer knows."""
 RECORD_CACHE = 1000  # immutable records/outcomes kept in memory below the newest state
 
 
@@ -149,8 +151,12 @@ class GlobalLog:
         record = GlobalRecord.from_bytes(data, version=version)
         if record.version != version:
             raise CorruptLogError(f"global record {version} claims version {record.version}", version=version)
+        if any(o.version >= version for o in record.decided):
+            raise CorruptLogError(f"global record {version} embeds the outcome of a later version", version=version)
         with self._lock:
             self._records[version] = record
+            for o in record.decided:  # decided outcomes are immutable: as good as reading them
+                self._outcomes.setdefault(o.version, o)
         return record
 
     def read_outcome(self, version: int) -> Outcome | None:
@@ -175,6 +181,16 @@ class GlobalLog:
             raise GlobalVersionTakenError(record.version) from exc
         with self._lock:
             self._records[record.version] = record
+
+    def outcomes_to_embed(self, version: int) -> tuple[Outcome, ...]:
+        """Outcomes for the record of ``version`` to carry (no request): those this client holds of the
+        :data:`EMBEDDED_OUTCOMES` versions before it, after the newest one the previous record carried."""
+        first = version - EMBEDDED_OUTCOMES
+        with self._lock:
+            previous = self._records.get(version - 1)
+            if previous is not None and previous.decided:
+                first = max(first, max(o.version for o in previous.decided) + 1)
+            return tuple(self._outcomes[v] for v in range(max(first, 0), version) if v in self._outcomes)
 
     def decide(self, outcome: Outcome) -> Outcome:
         """Put-if-absent the outcome; if someone decided first, theirs is the outcome (returned)."""
@@ -221,20 +237,18 @@ class GlobalLog:
             return self._states[max(usable)] if usable else None
 
     def _fetch_all(self, versions: Sequence[int], outcomes: set[int]) -> None:
-        todo = [v for v in versions if v not in self._records or (v in outcomes and v not in self._outcomes)]
-        if not todo:
-            return
+        """Prefetch records, concurrently; then the listed outcomes no record carried."""
+        self._concurrently(self.read_record, [v for v in versions if v not in self._records])
+        self._concurrently(self.read_outcome, [v for v in versions if v in outcomes and v not in self._outcomes])
 
-        def fetch(v: int) -> None:
-            self.read_record(v)
-            if v in outcomes:
-                self.read_outcome(v)
-
-        if len(todo) == 1:
-            fetch(todo[0])
+    @staticmethod
+    def _concurrently(fetch: Callable[[int], object], versions: Sequence[int]) -> None:
+        if len(versions) <= 1:
+            for v in versions:
+                fetch(v)
             return
-        with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
-            list(pool.map(fetch, todo))
+        with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
+            list(pool.map(fetch, versions))
 
     def tail(self) -> LogTail:
         """The newest decided state and the undecided claims beyond it.
@@ -277,8 +291,8 @@ class GlobalLog:
             newer = sorted(v for v in listing.records if v > base.version and (stop_at is None or v <= stop_at))
             self._fetch_all(newer, listing.outcomes)
             known_top = max(newer, default=-1)
-        state = base
-        undecided: list[int] = []
+        # records first, all of them: each embeds outcomes of earlier versions, which then need no GET
+        records: list[GlobalRecord] = []
         v = base.version + 1
         while stop_at is None or v <= stop_at:
             record = self._records.get(v) or self._try_record(v)
@@ -286,12 +300,16 @@ class GlobalLog:
                 if v <= known_top:
                     raise CorruptLogError(f"the lakehouse log has a gap at version {v}", version=v)
                 break
-            outcome = self.read_outcome(v)
+            records.append(record)
+            v += 1
+        state = base
+        undecided: list[int] = []
+        for record in records:
+            outcome = self.read_outcome(record.version)
             if outcome is None or undecided:
-                undecided.append(v)
+                undecided.append(record.version)
             else:
                 state = apply(state, record, outcome)
-            v += 1
         self._remember(state)
         return LogTail(state, tuple(undecided), max(v - 1, state.version))
 

@@ -315,9 +315,17 @@ class GlobalRecord:
     tables: tuple[TableChange, ...] = ()
     catalog: tuple[CatalogOp, ...] = ()
     info: Mapping[str, Any] = field(default_factory=dict)
+    members: tuple[str, ...] = ()
+    """Transactions of other clients this version commits too (group commit; their changes are merged in)."""
+    decided: tuple[Outcome, ...] = ()
+    """Outcomes of earlier versions its claimer knew: readers walking the log need not GET them."""
 
     def table(self, table_id: str) -> TableChange | None:
         return next((t for t in self.tables if t.table_id == table_id), None)
+
+    def includes(self, txid: str) -> bool:
+        """Whether this version commits transaction ``txid`` (its claimer's, or one of its members)."""
+        return txid == self.txid or txid in self.members
 
     def to_bytes(self) -> bytes:
         return _dumps(
@@ -333,6 +341,8 @@ class GlobalRecord:
                 "tables": [t.to_json() for t in self.tables],
                 "catalog": [c.to_json() for c in self.catalog],
                 "info": dict(self.info),
+                **({"members": list(self.members)} if self.members else {}),
+                **({"decided": [o.to_json() for o in self.decided]} if self.decided else {}),
             }
         )
 
@@ -351,6 +361,8 @@ class GlobalRecord:
                 tables=tuple(TableChange.from_json(t) for t in d.get("tables") or ()),
                 catalog=tuple(CatalogOp.from_json(c) for c in d.get("catalog") or ()),
                 info=dict(d.get("info") or {}),
+                members=tuple(str(m) for m in d.get("members") or ()),
+                decided=tuple(Outcome.from_json(o) for o in d.get("decided") or ()),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptLogError(f"global record {version} is corrupt: {exc}", version=version) from exc
@@ -371,7 +383,7 @@ class Outcome:
     def committed(self) -> bool:
         return self.status == "committed"
 
-    def to_bytes(self) -> bytes:
+    def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "version": self.version,
             "txid": self.txid,
@@ -381,23 +393,29 @@ class Outcome:
         }
         if self.reason is not None:
             doc["reason"] = self.reason
-        return _dumps(doc)
+        return doc
+
+    def to_bytes(self) -> bytes:
+        return _dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Outcome:
+        status = d["status"]
+        if status not in ("committed", "aborted"):
+            raise ValueError(f"unknown status {status!r}")
+        return cls(
+            int(d["version"]),
+            str(d["txid"]),
+            status,
+            {k: int(v) for k, v in (d.get("tableVersions") or {}).items()},
+            int(d.get("timestamp") or 0),
+            d.get("reason"),
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes, *, version: int | None = None) -> Outcome:
         try:
-            d = json.loads(data)
-            status = d["status"]
-            if status not in ("committed", "aborted"):
-                raise ValueError(f"unknown status {status!r}")
-            return cls(
-                int(d["version"]),
-                str(d["txid"]),
-                status,
-                {k: int(v) for k, v in (d.get("tableVersions") or {}).items()},
-                int(d.get("timestamp") or 0),
-                d.get("reason"),
-            )
+            return cls.from_json(json.loads(data))
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptLogError(f"outcome of global version {version} is corrupt: {exc}", version=version) from exc
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from txlake.delta.actions import Action
 from txlake.delta.log import DeltaLog
@@ -39,7 +40,7 @@ class SnapshotCache:
         if base is not None and version - base.version <= 200:
             versions = list(range(base.version + 1, version + 1))
             builder = SnapshotBuilder.from_snapshot(base)
-            for v, actions in zip(versions, log.read_commits(versions), strict=True):
+            for v, actions in zip(versions, self.commits(entry, versions), strict=True):
                 builder.apply(v, actions, None)
             snap = builder.finish()
         else:
@@ -61,6 +62,15 @@ class SnapshotCache:
                 while len(self._commits) > 4 * self.capacity:
                     self._commits.popitem(last=False)
         return [found[v] for v in versions]
+
+    def remember(self, commits: Mapping[tuple[str, int], list[Action]]) -> None:
+        """Cache Delta commits whose content is known without reading them ((table path, version) -> actions)."""
+        with self._lock:
+            self._commits.update(commits)
+            while len(self._commits) > 4 * self.capacity:
+                self._commits.popitem(last=False)
+            while len(self._commits) > 4 * self.capacity:
+                self._commits.popitem(last=False)
 
     def put(self, table_id: str, snap: Snapshot) -> None:
         with self._lock:

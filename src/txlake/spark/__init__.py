@@ -4,7 +4,7 @@ Importing this package needs ``pyspark``; the rest of txlake never imports it (`
 loads it on demand).
 """
 
-from txlake.spark.engine import SparkEngine
+from txlake.spark.engine import SparkEngine, register_source
 from txlake.spark.source import TxlakeDataSource
 
-__all__ = ["SparkEngine", "TxlakeDataSource"]
+__all__ = ["SparkEngine", "TxlakeDataSource", "register_source"]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -83,11 +85,29 @@ def parse_bytes(text: str) -> int:
     return int(m.group(1)) * int(1024 ** " kmgtp".index(m.group(2).lower() or " "))
 
 
+_REGISTERED: weakref.WeakSet[SparkSession] = weakref.WeakSet()
+_REGISTER_LOCK = threading.Lock()
+
+
+def register_source(spark: SparkSession) -> None:
+    """Register the ``txlake`` data source on ``spark``, once per session (thread-safe).
+
+    Registering takes a few seconds, so it happens before the first read or write through the data source, not
+    when a lakehouse is opened with a session. Call it before using ``spark.read.format("txlake")`` yourself.
+    """
+    with _REGISTER_LOCK:
+        if spark in _REGISTERED:
+            return
+        spark.dataSource.register(TxlakeDataSource)
+        _REGISTERED.add(spark)
+
+
 class SparkEngine:
     """Reads txlake tables into Spark DataFrames and writes DataFrames as staged data files.
 
-    Registers the ``txlake`` data source on ``spark`` and turns on Spark's Python filter push-down
-    (``spark.sql.python.filterPushdown.enabled``) unless the session set it explicitly.
+    Registers the ``txlake`` data source on ``spark`` before its first use (:func:`register_source`) and turns
+    on Spark's Python filter push-down (``spark.sql.python.filterPushdown.enabled``) unless the session set it
+    explicitly.
 
     ``reader``: ``"native"`` reads local tables with Spark's Parquet reader, ``"python"`` with the ``txlake``
     data source, ``"auto"`` picks native for local tables. ``writer``: ``"native"`` writes with Spark's Parquet
@@ -115,7 +135,6 @@ class SparkEngine:
         self.target_file_bytes = target_file_bytes
         self.last_write: WriteRecord | None = None
         """The write record of the latest successful DataFrame write (for diagnostics)."""
-        spark.dataSource.register(TxlakeDataSource)
         if spark.conf.get(PUSHDOWN_CONF, None) is None:
             spark.conf.set(PUSHDOWN_CONF, "true")
 
@@ -226,8 +245,13 @@ class SparkEngine:
             frames.append(files.select(*columns))
         return reduce(DataFrame.unionAll, frames)
 
+    def register_source(self) -> None:
+        """Register the ``txlake`` data source on this engine's session (once; see :func:`register_source`)."""
+        register_source(self.spark)
+
     def _read_source(self, scan: ScanSpec, schema: StructType, *, file_column: str | None = None) -> DataFrame:
         conf = self.spark.conf
+        self.register_source()
         reader = self.spark.read.format(FORMAT)
         if file_column is not None:
             schema = StructType([*schema.fields, StructField(file_column, StringType(), True)])
@@ -276,6 +300,7 @@ class SparkEngine:
         or not even have begun (:mod:`txlake.spark.jobs`). The task manifests are read after all of them ended,
         so they name every file any attempt wrote.
         """
+        self.register_source()
         try:
             with awaited_jobs(self.spark.sparkContext, job_tag(write_id)):
                 (

@@ -9,7 +9,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-__all__ = ["SparkSession", "local_session"]
+__all__ = ["SparkSession", "active_session", "local_session"]
+
+
+def active_session() -> SparkSession | None:
+    """The session active in this thread, if any (starts nothing)."""
+    return SparkSession.getActiveSession()
 
 
 def local_session(app_name: str = "txlake", *, cores: int = 2, driver_memory: str = "2g") -> tuple[SparkSession, bool]:

@@ -40,10 +40,13 @@ from pyspark.sql.types import StructType
 from txlake.delta.actions import Add
 from txlake.delta.files import read_file
 from txlake.delta.schema import normalize_schema
-from txlake.lake import connect
+from txlake.errors import TableNotFoundError, VersionNotFoundError
+from txlake.lakehouse.log import GlobalLog
+from txlake.lakehouse.tables import SnapshotCache
 from txlake.spark.planning import PackingPolicy, pack_files, prune, pruning_predicates
 from txlake.spark.specs import decode_scan, decode_write
 from txlake.spark.writing import DEFAULT_TARGET_FILE_BYTES, TaskFiles, TaskWriter, abort_write, commit_write
+from txlake.storage import ObjectStore
 from txlake.txn.engine import ScanSpec, TableLocation, WriteSpec
 
 FORMAT = "txlake"
@@ -239,9 +242,14 @@ def committed_scan(
     lake_uri: str, table: str, storage_options: Mapping[str, str], version: str | None = None
 ) -> ScanSpec:
     """Every file of ``table`` at a committed lakehouse version (the latest when ``version`` is ``None``)."""
-    lake = connect(lake_uri, storage_options, create=False)
-    snap = lake.snapshot(int(version) if version is not None else None)
-    entry = snap.entry(table)
-    delta = snap.delta_snapshot(table)
-    location = TableLocation.of(lake.store, entry, delta.metadata)
+    store = ObjectStore.from_uri(lake_uri, storage_options, must_exist=True)
+    glog = GlobalLog(store)
+    if version is not None and int(version) < 0:
+        raise VersionNotFoundError(f"no lakehouse version {version}", version=int(version))
+    state = glog.tail().state if version is None else glog.state_at(int(version))
+    entry = state.table_by_name(table)
+    if entry is None:
+        raise TableNotFoundError(f"no table {table!r} at lakehouse version {state.version}", table=table)
+    delta = SnapshotCache(store).get(entry, state.table_versions[entry.id])
+    location = TableLocation.of(store, entry, delta.metadata)
     return ScanSpec(location, tuple(delta.files.values()))

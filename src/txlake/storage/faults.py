@@ -10,7 +10,7 @@ from typing import Literal
 from txlake.errors import InjectedFaultError, SimulatedCrash, TransientStorageError
 from txlake.storage.counters import RequestKind
 
-FaultAction = Literal["fail", "transient", "crash_before", "crash_after", "hook"]
+FaultAction = Literal["fail", "transient", "crash_before", "crash_after", "hook", "hook_after"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +23,7 @@ class FaultRule:
     - ``crash_after``: the request takes effect, then :class:`SimulatedCrash` (e.g. a PUT that landed
       but whose client died before it could act on the answer).
     - ``hook``: call ``hook()`` just before the request (to make another client act at that exact point).
+    - ``hook_after``: call ``hook()`` once the request took effect (it is not called if the request failed).
     """
 
     kind: RequestKind
@@ -72,7 +73,7 @@ class FaultInjector:
                     continue
                 if when == "before":
                     armed.seen += 1
-                is_after = rule.action == "crash_after"
+                is_after = rule.action in ("crash_after", "hook_after")
                 if (when == "after") != is_after:
                     continue
                 if armed.seen >= rule.nth and armed.fired < rule.times:
@@ -97,5 +98,10 @@ class FaultInjector:
 
     def after(self, kind: RequestKind, path: str) -> None:
         armed = self._match(kind, path, "after")
-        if armed is not None:
-            raise SimulatedCrash(kind, path, armed.seen)
+        if armed is None:
+            return
+        if armed.rule.action == "hook_after":
+            if armed.rule.hook is not None:
+                armed.rule.hook()
+            return
+        raise SimulatedCrash(kind, path, armed.seen)

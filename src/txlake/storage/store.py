@@ -11,13 +11,15 @@ import builtins
 import os
 import random
 import re
+import stat
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import (
@@ -34,6 +36,7 @@ from obstore.store import LocalStore, MemoryStore, S3Store
 
 from txlake.errors import (
     InvalidArgumentError,
+    InvalidArgumentTypeError,
     InvalidObjectPathError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -42,8 +45,12 @@ from txlake.errors import (
 )
 from txlake.storage.counters import RequestCounters, RequestKind
 from txlake.storage.faults import FaultInjector
+from txlake.storage.local import local_directory_error
+from txlake.storage.messages import first_line as _first_line
 
 T = TypeVar("T")
+BULK_DELETE = 1000
+"""Keys per bulk DELETE request (S3 DeleteObjects takes at most 1000)."""
 
 _MEMORY_STORES: dict[str, MemoryStore] = {}
 _MEMORY_LOCK = threading.Lock()
@@ -66,7 +73,6 @@ _S3_CONFIG_KEYS = {
     "aws_skip_signature": "skip_signature",
 }
 _CLIENT_KEYS = {"aws_allow_http": "allow_http", "allow_http": "allow_http"}
-_TXLAKE_KEYS = {"max_retries", "retry_base_delay"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,22 +101,180 @@ def _truthy(value: object) -> bool:
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
 
 
+_BOOLEAN_S3_KEYS = frozenset({"virtual_hosted_style_request", "skip_signature"})
+_ENDPOINT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")
+"""Environment variables obstore reads the S3 endpoint from when no ``endpoint`` option is given."""
+
+
+def _option_type_error(key: str, value: object, wanted: str) -> InvalidArgumentTypeError:
+    return InvalidArgumentTypeError(
+        f"storage option {key!r} must be {wanted}, got {type(value).__name__} {value!r}", argument="storage_options"
+    )
+
+
+def _number_option(key: str, value: object, convert: Callable[[str], float]) -> float:
+    """``max_retries`` / ``retry_base_delay``: a number, or a string holding one (as on the command line)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _option_type_error(key, value, "a number")
+    try:
+        number = convert(str(value).strip())
+    except ValueError:
+        raise InvalidArgumentError(
+            f"storage option {key!r} must be a number, got {value!r}", argument="storage_options"
+        ) from None
+    if number < 0:
+        message = f"storage option {key!r} must not be negative, got {value!r}"
+        raise InvalidArgumentError(message, argument="storage_options")
+    return number
+
+
 def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     s3: dict[str, Any] = {}
     client: dict[str, Any] = {}
     ours: dict[str, Any] = {}
     for key, value in options.items():
+        if not isinstance(key, str):
+            raise InvalidArgumentTypeError(
+                f"storage option names must be strings, got {type(key).__name__} {key!r}", argument="storage_options"
+            )
         low = key.lower()
         if low in _S3_CONFIG_KEYS:
             name = _S3_CONFIG_KEYS[low]
-            s3[name] = _truthy(value) if name in {"virtual_hosted_style_request", "skip_signature"} else value
+            if name in _BOOLEAN_S3_KEYS:
+                if not isinstance(value, (bool, str)):
+                    raise _option_type_error(key, value, "a boolean or a string")
+                s3[name] = _truthy(value)
+            elif not isinstance(value, str):
+                raise _option_type_error(key, value, "a string")
+            else:
+                s3[name] = value
         elif low in _CLIENT_KEYS:
+            if not isinstance(value, (bool, str)):
+                raise _option_type_error(key, value, "a boolean or a string")
             client[_CLIENT_KEYS[low]] = _truthy(value)
-        elif low in _TXLAKE_KEYS:
-            ours[low] = value
+        elif low == "max_retries":
+            ours[low] = _number_option(key, value, int)
+        elif low == "retry_base_delay":
+            ours[low] = _number_option(key, value, float)
         else:
             raise InvalidArgumentError(f"unknown storage option {key!r}", argument="storage_options")
     return s3, client, ours
+
+
+_ENDPOINT_HOST = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)(?::[0-9]*)?$")
+_URL_CHARACTERS = re.compile(r"^[!#$%&-;=?-\[\]_a-z~]*$", re.IGNORECASE)
+"""Characters a URL may hold unescaped (RFC 3986); anything else (spaces, ``%zz``, controls) makes obstore panic."""
+
+
+def _check_endpoint(value: str, source: str) -> None:
+    """An S3 endpoint is ``http://`` or ``https://`` with a host (obstore panics on anything else)."""
+    detail = ""
+    try:
+        parts = urlsplit(value.strip())
+        valid = (
+            parts.scheme.lower() in {"http", "https"}
+            and bool(parts.hostname)
+            and _ENDPOINT_HOST.match(parts.netloc) is not None
+            and _URL_CHARACTERS.match(value.strip()) is not None
+            and re.search(r"%(?![0-9A-Fa-f]{2})", value) is None
+        )
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        valid, detail = False, f" ({exc})"
+    if not valid:
+        raise InvalidArgumentError(
+            f"{source} must be an http:// or https:// URL with a host, e.g. http://localhost:8333; got {value!r}"
+            + detail,
+            argument="storage_options",
+        )
+
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+"""What S3 bucket and region names consist of (obstore panics on a space, ``%`` or ``#`` in either)."""
+
+
+def _check_s3_names(bucket: str, options: Mapping[str, Any]) -> None:
+    """Bucket and region (the option, else obstore's environment variables) before obstore can panic on them."""
+    if not 3 <= len(bucket) <= 63 or not _NAME.match(bucket):
+        raise InvalidArgumentError(
+            f"S3 bucket names have 3 to 63 letters, digits, '.', '-' or '_', got {bucket!r}", argument="uri"
+        )
+    given = [k for k in options if isinstance(k, str) and _S3_CONFIG_KEYS.get(k.lower()) == "region"]
+    sources = [(f"storage option {k!r}", str(options[k])) for k in given[-1:]] or [
+        (f"the {var} environment variable", os.environ[var])
+        for var in ("AWS_REGION", "AWS_DEFAULT_REGION")
+        if var in os.environ
+    ]
+    for source, region in sources:
+        if not _NAME.match(region):
+            raise InvalidArgumentError(
+                f"{source} must be a region name such as us-east-1, got {region!r}", argument="storage_options"
+            )
+
+
+def _check_s3_endpoint(options: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """The endpoint obstore would use (the option, else its environment variables) before it can panic on it."""
+    given = [key for key in options if isinstance(key, str) and _S3_CONFIG_KEYS.get(key.lower()) == "endpoint"]
+    if given:
+        _check_endpoint(str(options[given[-1]]), f"storage option {given[-1]!r}")
+        return
+    for var in _ENDPOINT_ENV:
+        if var in environ:
+            _check_endpoint(environ[var], f"the {var} environment variable")
+
+
+@dataclass(frozen=True, slots=True)
+class UriParts:
+    """A store URI taken apart without URL parsing of local paths: ``/a#b`` is a directory named ``a#b``."""
+
+    scheme: str
+    """``file``, ``s3``, ``s3a``, ``memory``, ... (lower case); ``file`` for a plain absolute path."""
+    netloc: str
+    path: str
+    """For ``file``: the absolute local path, literally; otherwise what follows the netloc (``/prefix``)."""
+
+
+_SCHEME_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
+_SCHEME_ONLY = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):(?P<rest>.*)$", re.DOTALL)
+
+
+def split_uri(uri: str) -> UriParts:
+    """Split a store URI literally: no ``?query`` or ``#fragment``, no percent-decoding.
+
+    A plain absolute path is a local directory named exactly so; ``file://`` URIs are read the same way (as
+    txlake writes them, and as Hadoop reads them), so ``file:///data/a#b`` is the directory ``/data/a#b``.
+    """
+    if uri.startswith("/"):
+        return UriParts("file", "", uri)
+    m = _SCHEME_URI.match(uri)
+    if m is not None:
+        scheme, rest = m.group("scheme").lower(), m.group("rest")
+        netloc, sep, path = rest.partition("/")
+        return UriParts(scheme, netloc, sep + path)
+    m = _SCHEME_ONLY.match(uri)
+    if m is not None and m.group("scheme").lower() == "file" and m.group("rest").startswith("/"):
+        return UriParts("file", "", m.group("rest"))  # file:/abs/dir
+    if m is not None and len(m.group("scheme")) > 1:  # (not a Windows drive letter)
+        return UriParts(m.group("scheme").lower(), "", m.group("rest"))
+    return UriParts("", "", uri)
+
+
+def _is_dir(path: str) -> bool:
+    """Whether ``path`` is a directory; a path that cannot even be looked up (a name too long) is an error."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise local_directory_error(path, exc, creating=False) from exc
+
+
+def local_root(uri: str) -> str | None:
+    """The local directory of a ``file://`` URI or plain absolute path (taken literally), else ``None``."""
+    where = split_uri(uri)
+    if where.scheme != "file" or where.netloc not in ("", "localhost") or not where.path.startswith("/"):
+        return None
+    return where.path
 
 
 _PERMANENT_ERRORS = (
@@ -143,12 +307,6 @@ def _is_invalid_path(exc: BaseException) -> bool:
     return isinstance(exc, InvalidPathError) or (
         isinstance(exc, BaseError) and _INVALID_PATH_PATTERN.search(str(exc)) is not None
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    """obstore's message without its multi-line ``Debug source:`` dump."""
-    text = str(exc).split("\n\nDebug source:", 1)[0]
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -193,11 +351,21 @@ class ObjectStore:
     ) -> ObjectStore:
         """Open ``file:///abs/dir``, a plain absolute path, ``s3://bucket/prefix`` or ``memory://name``.
 
-        A local directory is created unless ``must_exist`` (then a missing one is :class:`ObjectNotFoundError`).
+        Local paths are taken literally (:func:`split_uri`: ``/data/a#b`` is the directory ``a#b``). A local
+        directory is created unless ``must_exist`` (then a missing one is :class:`ObjectNotFoundError`); one that
+        cannot be is a :class:`StorageError` naming the path and why (:class:`InvalidObjectPathError` for a file
+        in the way or a name too long). Storage options are checked first: an unknown one or an endpoint, region
+        or bucket obstore cannot use is :class:`InvalidArgumentError`, a value of the wrong type
+        :class:`InvalidArgumentTypeError`.
         """
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise InvalidArgumentTypeError(
+                f"storage_options must be a mapping of option names to values, got {type(storage_options).__name__}",
+                argument="storage_options",
+            )
         options = dict(storage_options or {})
-        parsed = urlparse(uri)
-        scheme = parsed.scheme.lower()
+        where = split_uri(uri)
+        scheme = where.scheme
         s3_cfg, client_cfg, ours = _split_options(options)
         default = RetryPolicy()
         retry = RetryPolicy(
@@ -207,24 +375,30 @@ class ObjectStore:
         inner: Any
         key_prefix = ""
         if scheme in {"", "file"}:
-            path = parsed.path if scheme == "file" else uri
-            if not path.startswith("/"):
-                raise InvalidArgumentError(f"local lakehouse paths must be absolute, got {uri!r}", argument="uri")
-            if must_exist and not os.path.isdir(path):
+            path = local_root(uri)
+            if path is None:
+                if scheme == "file" and where.netloc:
+                    message = f"file:// URIs name a local path (file:///abs/dir), got host {where.netloc!r} in {uri!r}"
+                else:
+                    message = f"local lakehouse paths must be absolute, got {uri!r}"
+                raise InvalidArgumentError(message, argument="uri")
+            if must_exist and not _is_dir(path):
                 raise ObjectNotFoundError(f"no directory {path}", path=path, kind="HEAD")
-            inner = LocalStore(path, mkdir=True)
+            try:
+                inner = LocalStore(path, mkdir=True)
+            except OSError as exc:  # a file in the way, a name too long, /proc, no permission: say which
+                raise local_directory_error(path, exc) from exc
             norm = "file://" + path.rstrip("/")
         elif scheme == "memory":
             norm = uri.rstrip("/")
-            key_prefix = parsed.path.strip("/")
+            key_prefix = where.path.strip("/")
             with _MEMORY_LOCK:
-                inner = _MEMORY_STORES.setdefault(f"memory://{parsed.netloc}", MemoryStore())
+                inner = _MEMORY_STORES.setdefault(f"memory://{where.netloc}", MemoryStore())
         elif scheme in {"s3", "s3a"}:
-            bucket = parsed.netloc
-            if len(bucket) < 3:
-                message = f"S3 bucket names have at least 3 characters, got {bucket!r}"
-                raise InvalidArgumentError(message, argument="uri")
-            prefix = parsed.path.strip("/")
+            bucket = where.netloc
+            _check_s3_names(bucket, options)
+            _check_s3_endpoint(options, os.environ)
+            prefix = where.path.strip("/")
             if "allow_http" not in client_cfg and "AWS_ALLOW_HTTP" in os.environ:
                 # obstore reads endpoint and keys from the environment, but explicit client options (which we
                 # always pass) replace its environment lookup for this one
@@ -458,6 +632,18 @@ class ObjectStore:
             self._request("DELETE", path, lambda: obstore.delete(self._inner, self._key(path)))
         except ObjectNotFoundError:
             return
+
+    def delete_many(self, paths: Sequence[str]) -> None:
+        """Delete objects in bulk (S3: one DeleteObjects request per 1000 keys); missing ones are no error.
+
+        A failure may leave part of a batch in place (best effort: for cleanups that run again).
+        """
+        for start in range(0, len(paths), BULK_DELETE):
+            batch = list(paths[start : start + BULK_DELETE])
+            try:
+                self._request("DELETE", batch[0], partial(obstore.delete, self._inner, [self._key(p) for p in batch]))
+            except ObjectNotFoundError:
+                continue
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.uri!r})"

@@ -10,16 +10,21 @@ from dataclasses import dataclass, field
 from txlake.delta.checkpoint import write_checkpoint
 from txlake.delta.log import DeltaLog
 from txlake.lakehouse.log import GlobalLog, LogView
-from txlake.lakehouse.records import LakehouseState, Outcome, TableEntry
+from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectStore
+from txlake.txn import group
 from txlake.txn.engine import DataEngine, NoDataEngineError
-from txlake.txn.publish import compensate_aborted, publish
+from txlake.txn.publish import compensate_aborted, delta_commit, publish
 
 PROBE_CONCURRENCY = 16
 AWAIT_FIRST_DELAY = 0.002
 AWAIT_MAX_DELAY = 0.02
 """Polling of an earlier claim's outcome: one GET per wait, backing off from 2 ms to 20 ms."""
+CONTENTION_WINDOW = 1.0
+"""Seconds after a lost claim race during which this client commits in groups (posts and collects intents)."""
+ROUND_TRIP = 0.002
+"""First estimate of one small request's round trip (then a moving average of what this client measures)."""
 DELTA_CHECKPOINT_INTERVAL = 100
 """Default ``delta.checkpointInterval`` (delta-rs's default; Spark's is 10). A checkpoint rewrites every
 live file of the table, so a small interval makes frequent small commits pay for it (measured: 10 costs
@@ -39,6 +44,29 @@ class LakeContext:
     helped: list[int] = field(default_factory=list)
     engine: DataEngine | None = None
     """Optional data engine for DataFrame reads/writes (``txlake.spark.SparkEngine``); the Arrow path needs none."""
+    group_commit: bool = False
+    """Whether contended commits go in groups (see :mod:`txlake.txn.group`)."""
+    lost_race_until: float = 0.0
+    """``time.monotonic()`` until which this client counts as racing others (see :data:`CONTENTION_WINDOW`)."""
+    round_trip: float = ROUND_TRIP
+    """Moving average of small requests' round trips, in seconds (paces group commit)."""
+
+    def note_contention(self) -> None:
+        """A claim race was lost: re-read the tail before committing, and commit in groups, for a while."""
+        self.lost_race_until = time.monotonic() + CONTENTION_WINDOW
+
+    @property
+    def racing(self) -> bool:
+        """Whether this client lost a claim race within the last :data:`CONTENTION_WINDOW` seconds."""
+        return time.monotonic() < self.lost_race_until
+
+    @property
+    def contended(self) -> bool:
+        """Whether commits go in groups now: group commit is on and this client is racing others."""
+        return self.group_commit and self.racing
+
+    def observe_round_trip(self, seconds: float) -> None:
+        self.round_trip = 0.8 * self.round_trip + 0.2 * min(seconds, 0.5)
 
     def require_engine(self) -> DataEngine:
         if self.engine is None:
@@ -49,10 +77,10 @@ class LakeContext:
         """The newest decided lakehouse state (what a new transaction or snapshot reads)."""
         return self.glog.tail().state
 
-    def await_decided(self, version: int) -> Outcome:
+    def await_decided(self, version: int, *, first_delay: float = AWAIT_FIRST_DELAY) -> Outcome:
         """The outcome of a claimed version: waited for, or after its lease decided by us (roll-forward)."""
         record = self.glog.read_record(version)
-        delay = AWAIT_FIRST_DELAY
+        delay = first_delay
         while (outcome := self.glog.read_outcome(version)) is None:
             if time.time() * 1000 >= record.lease_until_ms:
                 result = publish(self.store, self.glog, record, self.await_decided)
@@ -61,6 +89,17 @@ class LakeContext:
             time.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 1.5, AWAIT_MAX_DELAY)
         return outcome
+
+    def remember_commits(self, record: GlobalRecord, outcome: Outcome) -> None:
+        """A committed version's Delta commits are its record's changes: cache them (no GET to read them)."""
+        if outcome.committed:
+            self.snapshots.remember(
+                {
+                    (change.path, outcome.table_versions[change.table_id]): delta_commit(record, change)
+                    for change in record.tables
+                    if change.writes and change.table_id in outcome.table_versions
+                }
+            )
 
     def settle(self, version: int) -> None:
         """Wait for the outcome of a claimed version; after its lease, finish it ourselves (roll-forward)."""
@@ -122,6 +161,7 @@ class LakeContext:
         state = self.glog.state_at(version)
         if self.checkpoint_interval and version % self.checkpoint_interval == 0:
             self.glog.write_checkpoint(state)
+            group.clean(self.store, version)
         outcome = self.glog.read_outcome(version)
         record = self.glog.read_record(version)
         if outcome is None:

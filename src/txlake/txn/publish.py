@@ -126,6 +126,17 @@ def _compensate(log: DeltaLog, record: GlobalRecord, after: int, actions: Sequen
     _put_walking(log, after + 1, inverse, ours, lambda v, a: None, skip_unreadable=True)
 
 
+def delta_commit(record: GlobalRecord, change: TableChange) -> list[Action]:
+    """The Delta commit publishing ``change`` of ``record``: its commitInfo (with our marker), its actions."""
+    info = commit_info(
+        change.operation,
+        {"globalVersion": record.version, "isolation": record.isolation},
+        isBlindAppend=change.blind_append,
+        txlake=_tag(record),
+    )
+    return [info, *change.actions]
+
+
 def _tag(record: GlobalRecord, *, compensates: bool = False) -> dict[str, object]:
     tag: dict[str, object] = {"txn": record.txid, "globalVersion": record.version}
     if compensates:
@@ -253,13 +264,7 @@ def _publish_table(
             adopted = change.adopted_from is not None
             return _TableOutcome(change.table_id, max(change.base_version, after) if adopted else None)
         if found is None:
-            info = commit_info(
-                change.operation,
-                {"globalVersion": record.version, "isolation": record.isolation},
-                isBlindAppend=change.blind_append,
-                txlake=_tag(record),
-            )
-            found = _put_walking(log, max(change.base_version, after) + 1, [info, *actions], ours, foreign)
+            found = _put_walking(log, max(change.base_version, after) + 1, delta_commit(record, change), ours, foreign)
     except (ConflictError, InvalidObjectPathError) as exc:
         return _TableOutcome(change.table_id, error=exc)
     return _TableOutcome(change.table_id, found, (change.table_id, log, found, actions))

@@ -48,12 +48,14 @@ from txlake.lakehouse.records import (
     GlobalRecord,
     Isolation,
     LakehouseState,
+    Outcome,
     ReadSet,
     RenameTable,
     TableChange,
     TableEntry,
     apply_catalog,
 )
+from txlake.txn import group
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.publish import PublishResult, load_actions, publish
@@ -65,6 +67,10 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 128
 """Longest namespace or table name part: the table's directory must fit a file name on every store."""
+GROUP_WAIT_ROUND_TRIPS = 3
+"""A writer that posted a group intent waits up to this many request round trips for someone to claim it."""
+START_VIEW_REUSE = 0.25
+"""Seconds during which a transaction commits from the log view it started with (no re-read of the tail)."""
 PUBLISH_ATTEMPTS = 4
 """Publication attempts after a claim before the commit reports :class:`CommitStateUnknownError`."""
 TxStatus = Literal["active", "committed", "aborted", "unknown"]
@@ -76,6 +82,10 @@ DmlEngine = Literal["auto", "arrow", "spark"]
 
 def split_name(name: str) -> tuple[str, str]:
     """``namespace.table`` -> (namespace, table); nested namespaces ``a.b.t`` are allowed."""
+    if not isinstance(name, str):
+        raise InvalidArgumentTypeError(
+            f"name must be a string such as 'namespace.table', got {type(name).__name__} {name!r}", argument="name"
+        )
     parts = name.split(".")
     if len(parts) < 2 or not all(_NAME.fullmatch(p) for p in parts):
         raise InvalidArgumentError(
@@ -121,7 +131,9 @@ class Transaction:
         self.isolation: Isolation = isolation
         self._policy = IsolationPolicy(isolation)
         self.txid = uuid.uuid4().hex
-        self._start: LakehouseState = ctx.latest_state()
+        self._start_view: LogView = ctx.glog.view()
+        self._started = time.monotonic()
+        self._start: LakehouseState = self._start_view.decided
         self._view: LakehouseState = self._start
         self._ops: list[CatalogOp] = []
         self._work: dict[str, TableWork] = {}
@@ -190,6 +202,11 @@ class Transaction:
     # ---------------------------------------------------------------------------------------- catalog
 
     def _entry(self, name: str) -> TableEntry:
+        if not isinstance(name, str):
+            raise InvalidArgumentTypeError(
+                f"name must be a string such as 'namespace.table', got {type(name).__name__} {name!r}",
+                argument="name",
+            )
         self._read_names.add(name.lower())
         entry = self._view.table_by_name(name)
         if entry is None:
@@ -608,7 +625,10 @@ class Transaction:
         seen: set[tuple[str, int]] = set()  # (table, claimed version) already validated from its record
         rebases = 0
         deadline = time.monotonic() + self._ctx.commit_timeout
-        view = self._ctx.view()
+        # without competition a view of a moment ago is as good as a new one (a claim taken since makes ours
+        # fail and names the winner); when racing others it is likely stale, and a lost claim costs more
+        fresh = not self._ctx.racing and time.monotonic() - self._started < START_VIEW_REUSE
+        view = self._start_view if fresh else self._ctx.view()
         while True:
             claimed = view.claimed_state()
             self._validate_catalog(claimed)
@@ -616,16 +636,51 @@ class Transaction:
             record = self._record(view, bases)
             if not record.tables and not record.catalog:
                 return CommitResult(view.decided.version, self.read_version, read_only=True)
-            try:
-                self._claim(record)
-            except GlobalVersionTakenError:
+            winner: GlobalRecord | None = None
+            lost = False
+            if self._ctx.contended:  # group commit: offer ours to the next claimer, take in the others'
+                if group.groupable(record):
+                    self._post_intent(record)
+                    winner = self._claimed_meanwhile(record.version)
+                    lost = winner is not None
+                if not lost:
+                    intents = group.collect(self._ctx.store, record.version, exclude=self.txid)
+                    record = group.merge(record, intents, live_tables=frozenset(claimed.tables))
+            if not lost:
+                try:
+                    self._claim(record)
+                except GlobalVersionTakenError:
+                    lost = True
+                    winner = self._winner(record.version)
+                except CommitStateUnknownError:
+                    raise
+                except TxlakeError:
+                    if self._claimed is None:
+                        raise
+                    # our intent for this version is posted: whoever claims it may take us in, so only its
+                    # record can say we failed (read back with retries; absent or unreadable: unknown)
+                    theirs = self._winner(record.version)
+                    if theirs is None or not theirs.includes(self.txid):
+                        self._claimed = None  # decided without us: nothing of ours can appear
+                        raise
+                    if theirs.txid != self.txid:
+                        return self._as_member(theirs, rebases)
+                    record = theirs  # our own claim landed after all: publish it
+            if lost and winner is not None and winner.txid == self.txid:  # read back: our own claim landed
+                lost, record = False, winner
+                self._claimed = record.version
+            if lost:
                 rebases += 1
+                self._ctx.note_contention()
+                if winner is not None and winner.includes(self.txid):
+                    return self._as_member(winner, rebases)
+                self._claimed = None  # the version is someone else's, without us: nothing of ours is claimed
                 if time.monotonic() > deadline:
                     raise ConcurrentTransactionError(
                         f"could not claim a global version within {self._ctx.commit_timeout:.0f}s",
                         read_version=self.read_version,
                     ) from None
-                view = self._next_view(view, record.version, rebases)
+                view = self._next_view(view, winner, rebases)
                 continue
             published = self._publish(record)
             if not published.outcome.committed:
@@ -635,9 +690,78 @@ class Transaction:
                 self._ctx.after_commit(record.version)
             except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
                 _log.warning("txlake: after committing global version %d: %s", record.version, exc)
-            return CommitResult(
-                record.version, self.read_version, dict(published.outcome.table_versions), rebases=rebases
+            return CommitResult(record.version, self.read_version, self._versions(published.outcome), rebases=rebases)
+
+    def _versions(self, outcome: Outcome) -> dict[str, int]:
+        """The Delta versions this transaction's tables got (a group's outcome names its members' too)."""
+        return {tid: v for tid, v in outcome.table_versions.items() if tid in self._work}
+
+    def _post_intent(self, record: GlobalRecord) -> None:
+        """Offer our record to whoever claims its version; from now on it may be committed by them."""
+        self._claimed = record.version
+        try:
+            group.post_intent(self._ctx.store, record)
+        except TxlakeError as exc:  # it may have landed all the same: the version's record tells
+            _log.debug("txlake: posting the group intent for global version %d: %s", record.version, exc)
+
+    def _claimed_meanwhile(self, version: int) -> GlobalRecord | None:
+        """After posting an intent: give the other writers of this burst a moment to claim ``version``.
+
+        The wait is random, up to a few request round trips, so that one of them claims (taking in every
+        intent posted so far) and the others find its record and are done. ``None``: nobody claimed it yet.
+        """
+        time.sleep(random.uniform(0, GROUP_WAIT_ROUND_TRIPS * self._ctx.round_trip))
+        began = time.monotonic()
+        try:
+            return self._ctx.glog.read_record(version)
+        except TxlakeError:  # not claimed yet (or not readable now): we claim it ourselves
+            return None
+        finally:
+            self._ctx.observe_round_trip(time.monotonic() - began)
+
+    def _winner(self, version: int) -> GlobalRecord | None:
+        """The record that beat our claim of ``version``; ``None`` if unreadable and nothing of ours is in it.
+
+        With an intent of ours posted for ``version``, only that record says whether we are in: if it
+        cannot be read (after retries), the commit state is unknown.
+        """
+        delay = 0.02
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                return self._ctx.glog.read_record(version)
+            except TxlakeError as exc:
+                if self._claimed is None:
+                    return None
+                if attempt + 1 == PUBLISH_ATTEMPTS:
+                    raise self._unknown(version, exc) from exc
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= 2
+        return None  # pragma: no cover - the loop returns or raises
+
+    def _as_member(self, winner: GlobalRecord, rebases: int) -> CommitResult:
+        """Another client's claim of ``winner.version`` includes our transaction: its outcome is ours."""
+        version = winner.version
+        self._claimed = version
+        delay = 0.02
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                outcome = self._ctx.await_decided(version, first_delay=GROUP_WAIT_ROUND_TRIPS * self._ctx.round_trip)
+                break
+            except TxlakeError as exc:
+                if attempt + 1 == PUBLISH_ATTEMPTS:
+                    raise self._unknown(version, exc) from exc
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= 2
+        if not outcome.committed:
+            raise ConcurrentTransactionError(
+                f"global version {version} (claimed by transaction {winner.txid}, with this one in its group) "
+                f"was aborted: {outcome.reason}",
+                read_version=self.read_version,
+                winning_version=version,
             )
+        self._await_visible(version)
+        self._ctx.remember_commits(winner, outcome)
+        return CommitResult(version, self.read_version, self._versions(outcome), rebases=rebases)
 
     def _await_visible(self, version: int) -> None:
         """Wait until the versions before ours are decided, so that a read right after commit() sees it.
@@ -656,13 +780,13 @@ class Transaction:
             time.sleep(delay * random.uniform(0.5, 1.0))
             delay *= 2
 
-    def _next_view(self, view: LogView, lost: int, rebases: int) -> LogView:
-        """After losing the claim of ``lost``: learn the winner's record (one GET) instead of re-listing."""
-        if rebases % 16 == 0:  # now and then start afresh: the decided prefix moved, leases may have expired
+    def _next_view(self, view: LogView, winner: GlobalRecord | None, rebases: int) -> LogView:
+        """After losing a claim: extend the view by the winner's record instead of re-listing."""
+        if winner is None or rebases % 16 == 0:  # now and then afresh: the decided prefix moved, leases expire
             return self._ctx.view()
         time.sleep(random.uniform(0, min(0.005, 0.0005 * 2 ** min(rebases, 4))))
         try:
-            return view.with_claim(self._ctx.glog.read_record(lost))
+            return view.with_claim(winner)
         except TxlakeError:
             return self._ctx.view()
 
@@ -678,7 +802,6 @@ class Transaction:
             except TxlakeError:
                 raise self._unknown(record.version, exc) from exc
             if theirs.txid != self.txid:
-                self._claimed = None
                 raise GlobalVersionTakenError(record.version) from exc
             return
         self._claimed = record.version
@@ -842,9 +965,7 @@ class Transaction:
         }
         for tid, work in live:
             pending = self._pending(work)
-            relevant = self._policy.validates(
-                writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=True
-            )
+            relevant = self._policy.validates(writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=True)
             mapped = decided.table_versions[tid]
             claims = claims_on[tid]
             upto = probed.get(tid, mapped)
@@ -934,8 +1055,9 @@ class Transaction:
                 )
             )
         now = now_ms()
+        version = view.latest + 1
         return GlobalRecord(
-            version=view.latest + 1,
+            version=version,
             txid=self.txid,
             kind="txn",
             read_version=self.read_version,
@@ -944,6 +1066,7 @@ class Transaction:
             lease_until_ms=now + int(self._ctx.lease_seconds * 1000),
             tables=tuple(changes),
             catalog=tuple(self._ops),
+            decided=self._ctx.glog.outcomes_to_embed(version),
         )
 
 

@@ -1,0 +1,96 @@
+"""Local lakehouse paths as users type them: taken literally (``#`` and ``?`` are part of a name), refused with
+one line and exit 7 when unusable, and ``demo --fresh`` on whichever location the demo uses (the real executable)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import txlake
+from tests.cli.real import assert_clean_failure, tree
+from tests.cli.real import txlake as cli
+from txlake.cli.exit_codes import ExitCode
+from txlake.cli.options import URI_ENV
+
+DEMO = ("--no-spark", "--seconds", "0.3", "--workers", "1", "--accounts", "2", "--json")
+
+
+@pytest.mark.parametrize("name", ["a#b", "a?b"])
+def test_a_local_path_with_hash_or_question_mark_is_taken_literally(tmp_path: Path, name: str) -> None:
+    """Not a URL: ``a#b`` is not the directory ``a`` with a fragment, ``a?b`` not ``a`` with a query."""
+    lake = tmp_path / name
+    done = cli("init", str(lake))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"created an empty lakehouse at file://{lake} (version 0)"
+    done = cli("tables", "--uri", f"file://{lake}", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["uri"] == f"file://{lake}"
+    assert txlake.connect(str(lake), create=False).version() == 0
+
+    demo = tmp_path / f"demo-{name}"
+    done = cli("demo", "--path", str(demo), *DEMO)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["ok"] is True and doc["uri"] == f"file://{demo}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, f"demo-{name}"])  # nothing cut short
+    assert txlake.connect(str(demo), create=False).tables() == ["bank.east", "bank.north", "bank.south"]
+
+
+def test_a_path_that_cannot_hold_a_lakehouse_is_a_storage_error(tmp_path: Path) -> None:
+    """A name longer than the file system allows, a path below a regular file: exit 7 naming the path and
+    the reason, not an internal error."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    too_long = tmp_path / ("x" * 300)
+    for args, reason in (
+        (("tables", "--uri", str(too_long)), "300 bytes long"),
+        (("init", str(too_long)), "300 bytes long"),
+        (("demo", "--path", str(a_file / "demo"), *DEMO), "is a file, not a directory"),
+        (("demo", "--path", str(too_long), *DEMO), "300 bytes long"),
+    ):
+        line = assert_clean_failure(cli(*args), ExitCode.STORAGE)
+        assert reason in line and "internal error" not in line, line
+    assert a_file.read_text() == "not a directory"
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
+
+
+# ------------------------------------------------------------------------------------- demo --fresh
+
+
+def _genesis(lake: Path) -> bytes:
+    return (lake / "_txlake" / "log" / f"{0:020d}.json").read_bytes()
+
+
+@pytest.mark.parametrize("given_by", ["--uri", URI_ENV])
+def test_fresh_applies_to_the_lakehouse_given_by_uri_too(tmp_path: Path, given_by: str) -> None:
+    """``--fresh`` with ``--uri DIR`` or ``$TXLAKE_URI`` follows the rules of ``--path``: it deletes the demo's own
+    directory and starts over, and refuses one holding anything else."""
+    target = tmp_path / "demo"
+
+    def demo(*extra: str) -> tuple[list[str], dict[str, str]]:
+        if given_by == URI_ENV:
+            return ["demo", *DEMO, *extra], {URI_ENV: str(target)}
+        return ["demo", "--uri", str(target), *DEMO, *extra], {}
+
+    args, env = demo()
+    done = cli(*args, **env)
+    assert done.returncode == 0, done.stderr
+    first = _genesis(target)
+    args, env = demo("--fresh")
+    done = cli(*args, **env)
+    assert done.returncode == 0, done.stderr
+    assert _genesis(target) != first  # a new lakehouse, not the old one continued
+    assert json.loads(done.stdout)["uri"] == f"file://{target}"
+
+    (target / "notes.txt").write_text("keep me")
+    before = tree(target)
+    line = assert_clean_failure(cli(*args, **env), ExitCode.USAGE)
+    assert "refusing to delete" in line and str(target) in line
+    assert tree(target) == before
+
+
+def test_fresh_refuses_a_lakehouse_that_is_not_local() -> None:
+    line = assert_clean_failure(cli("demo", "--uri", "memory://demo", "--fresh", *DEMO), ExitCode.USAGE)
+    assert "--fresh" in line and "memory://demo" in line

@@ -1,0 +1,286 @@
+"""Group commit: a writer that lost a claim race posts its blind appends as an intent, and the next claimer
+commits them in its own version (docs/protocol.md §3). Members commit or abort with that version, never twice,
+and a crashed claimer's batch is rolled forward by a member."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.interop.deltars import sql_rows
+from tests.services import StoreLocation
+from tests.txn.conftest import ACCOUNTS, accounts
+from txlake.delta.actions import Add, Metadata
+from txlake.errors import ConflictError, InvalidArgumentTypeError, SimulatedCrash
+from txlake.lakehouse.records import CreateNamespace, GlobalRecord, ReadSet, TableChange
+from txlake.storage import FaultRule
+from txlake.txn import group
+
+deltalake = pytest.importorskip("deltalake")
+
+LEASE = 0.5
+
+
+# ------------------------------------------------------------------------------------------- merge rules
+
+
+def _add(name: str) -> Add:
+    return Add(f"{name}.parquet", {}, 10, 1)
+
+
+def _append(table: str, *files: str, base: int = 0) -> TableChange:
+    return TableChange(table, table, base, tuple(_add(f) for f in files), "WRITE", blind_append=True)
+
+
+def _record(txid: str, *changes: TableChange, version: int = 5, **kwargs: object) -> GlobalRecord:
+    return GlobalRecord(version, txid, "txn", 4, "serializable", 0, 0, tuple(changes), **kwargs)  # type: ignore[arg-type]
+
+
+LIVE = frozenset({"t1", "t2", "t3"})
+
+
+def test_only_blind_appends_are_groupable() -> None:
+    assert group.groupable(_record("a", _append("t1", "f")))
+    assert not group.groupable(_record("a"))  # nothing to commit
+    assert not group.groupable(_record("a", _append("t1", "f"), catalog=(CreateNamespace("ns"),)))
+    reads = TableChange("t1", "t1", 0, (_add("f"),), "WRITE", blind_append=True, query_reads=ReadSet(("x > 1",)))
+    assert not group.groupable(_record("a", reads))
+    not_blind = TableChange("t1", "t1", 0, (_add("f"),), "WRITE", blind_append=False)
+    assert not group.groupable(_record("a", not_blind))
+    meta = TableChange("t1", "t1", 0, (Metadata("id", "{}", ()),), "WRITE", blind_append=True)
+    assert not group.groupable(_record("a", meta))
+    adopting = TableChange("t1", "t1", 3, (_add("f"),), "WRITE", blind_append=True, adopted_from=1)
+    assert not group.groupable(_record("a", adopting))
+
+
+def test_merge_appends_members_after_the_claimer() -> None:
+    own = _record("own", _append("t1", "own", base=3))
+    m1 = _record("m1", _append("t1", "m1", base=2), _append("t2", "m1b"))
+    m2 = _record("m2", _append("t3", "m2"))
+    merged = group.merge(own, [m1, m2], live_tables=LIVE)
+    assert merged.members == ("m1", "m2")
+    assert [c.table_id for c in merged.tables] == ["t1", "t2", "t3"]
+    t1 = merged.table("t1")
+    assert t1 is not None and [a.path for a in t1.actions] == ["own.parquet", "m1.parquet"]  # type: ignore[union-attr]
+    assert t1.base_version == 2  # the lower base: publication re-checks every commit either one skipped
+    assert merged.includes("m2") and merged.includes("own") and not merged.includes("other")
+    assert GlobalRecord.from_bytes(merged.to_bytes()) == merged
+
+
+def test_merge_leaves_out_what_could_conflict() -> None:
+    ddl = _record("own", _append("t1", "own"), catalog=(CreateNamespace("ns"),))
+    assert group.merge(ddl, [_record("m", _append("t2", "m"))], live_tables=LIVE).members == ()
+    rewrite = TableChange("t1", "t1", 0, (_add("x"),), "UPDATE", blind_append=False, dml_reads=ReadSet(("id = 1",)))
+    own = _record("own", rewrite)
+    merged = group.merge(
+        own, [_record("m1", _append("t1", "m1")), _record("m2", _append("t2", "m2"))], live_tables=LIVE
+    )
+    assert merged.members == ("m2",)  # the claimer rewrites t1: an append there was not validated against it
+    gone = group.merge(_record("own", _append("t1", "o")), [_record("m", _append("t9", "m"))], live_tables=LIVE)
+    assert gone.members == ()  # t9 is not a live table of the claimed state
+    other_version = _record("m", _append("t2", "m"), version=6)
+    assert group.merge(_record("own", _append("t1", "o")), [other_version], live_tables=LIVE).members == ()
+
+
+def test_merge_caps_the_group() -> None:
+    members = [_record(f"m{i:03d}", _append("t2", f"m{i}")) for i in range(group.MAX_MEMBERS + 5)]
+    merged = group.merge(_record("own", _append("t1", "o")), members, live_tables=LIVE)
+    assert len(merged.members) == group.MAX_MEMBERS
+
+
+# --------------------------------------------------------------------------------------------- end to end
+
+
+def _lake(loc: StoreLocation, lease: float = 30.0) -> txlake.Lakehouse:
+    lake = txlake.connect(loc.uri, loc.storage_options, lease_seconds=lease, group_commit=True)
+    lake.context.note_contention()  # as after a lost race: commit in groups
+    return lake
+
+
+def _setup(loc: StoreLocation, *names: str) -> None:
+    lake = txlake.connect(loc.uri, loc.storage_options)
+    with lake.transaction() as tx:
+        for name in names:
+            tx.create_table(name, ACCOUNTS)
+
+
+def _ids(lake: txlake.Lakehouse, name: str) -> list[int]:
+    return sorted(lake.read_arrow(name)["id"].to_pylist())
+
+
+def _deltars_ids(lake: txlake.Lakehouse, name: str, options: dict[str, str]) -> list[int]:
+    dt = deltalake.DeltaTable(lake.table_location(name), storage_options=options or None)
+    return sorted(int(v) for v in sql_rows(dt, "SELECT id FROM t")["id"].to_pylist())
+
+
+def _after_intent(lake: txlake.Lakehouse, hook: object) -> None:
+    """Run ``hook`` once ``lake``'s next group intent has landed (before it looks for the version's claim)."""
+    lake.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains="_txlake/groups/", hook=hook))  # type: ignore[arg-type]
+
+
+def test_a_member_commits_in_the_claimers_version(any_store_uri: StoreLocation) -> None:
+    if any_store_uri.uri.startswith("memory"):
+        pytest.skip("delta-rs reads no memory:// store")
+    _setup(any_store_uri, "g.mine", "g.theirs")
+    member, claimer = _lake(any_store_uri), _lake(any_store_uri)
+    claims: list[txlake.CommitResult] = []
+
+    def claim() -> None:
+        with claimer.transaction() as tx:
+            tx.append("g.theirs", accounts([2], [20]))
+        assert tx.result is not None
+        claims.append(tx.result)
+
+    _after_intent(member, claim)
+    with member.transaction() as tx:
+        tx.append("g.mine", accounts([1], [10]))
+    assert tx.result is not None and tx.status == "committed"
+    assert [c.version for c in claims] == [tx.result.version]  # one version commits both
+    record = member.context.glog.read_record(tx.result.version)
+    assert record.members == (tx.txid,) and record.txid != tx.txid
+    reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    assert _ids(reader, "g.mine") == [1] and _ids(reader, "g.theirs") == [2]
+    assert reader.transaction_status(tx.txid) == "committed"
+    assert tx.result.table_versions == {reader.snapshot().entry("g.mine").id: reader.snapshot().table_version("g.mine")}
+    assert _deltars_ids(reader, "g.mine", any_store_uri.storage_options) == [1]
+
+
+def test_a_member_of_an_aborted_group_never_appears(tmp_path: object) -> None:
+    """A plain writer changes the member's table's schema before the claimer publishes: the whole version aborts,
+    and the member is told so and never appears."""
+    loc = StoreLocation(f"file://{tmp_path}", {})
+    _setup(loc, "g.mine", "g.theirs")
+    member, claimer = _lake(loc), _lake(loc)
+    location = member.table_location("g.mine")
+    failures: list[BaseException] = []
+
+    def plain_then_claim() -> None:
+        wider = pa.table({"id": [7], "balance": [70], "note": ["plain"]})
+        deltalake.write_deltalake(location, wider, mode="append", schema_mode="merge")
+        try:
+            with claimer.transaction() as tx:
+                tx.append("g.theirs", accounts([2], [20]))
+        except ConflictError as exc:
+            failures.append(exc)
+
+    _after_intent(member, plain_then_claim)
+    tx = member.transaction()
+    tx.append("g.mine", accounts([1], [10]))
+    with pytest.raises(ConflictError, match="with this one in its group"):
+        tx.commit()
+    assert len(failures) == 1  # the claimer's version aborted too
+    reader = txlake.connect(loc.uri)
+    assert reader.transaction_status(tx.txid) == "aborted"
+    assert 1 not in _deltars_ids(reader, "g.mine", {})
+    assert _ids(reader, "g.theirs") == []
+    # the table converges: the next writer conflicts with the plain commit, adopts it, and its retry commits
+    reader.run(lambda again: again.append("g.mine", accounts([3], [30])))
+    assert _ids(reader, "g.mine") == [3, 7]
+
+
+def test_a_crashed_claimers_batch_is_rolled_forward_by_its_member(any_store_uri: StoreLocation) -> None:
+    """Writers keep committing in groups while one claimer dies between its claim and its publication with
+    another writer's intent in its version: that member waits out the lease and publishes the batch."""
+    if any_store_uri.uri.startswith("memory"):
+        pytest.skip("delta-rs reads no memory:// store")
+    writers = 3
+    rounds = 4 if any_store_uri.uri.startswith("s3") else 8
+    _setup(any_store_uri, "g.member", "g.crashed", *(f"g.w{w}" for w in range(writers)))
+    member = _lake(any_store_uri, LEASE)
+    crashed: list[BaseException] = []
+
+    def crash_with_the_member_inside() -> None:
+        doomed = _lake(any_store_uri, LEASE)
+        doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/"))
+        try:
+            with doomed.transaction() as tx:
+                tx.append("g.crashed", accounts([99], [99]))
+        except SimulatedCrash as exc:
+            crashed.append(exc)
+
+    # the crash happens in the middle of the writers' run: they are held back while the member begins (so that
+    # the doomed claimer takes exactly the version the member's intent names), and let go once it has crashed
+    cond = threading.Condition()
+    paused, active = False, 0
+
+    def writer(w: int) -> int:
+        nonlocal active
+        lake = _lake(any_store_uri, LEASE)
+        for i in range(rounds):
+            with cond:
+                cond.wait_for(lambda: not paused, timeout=60)
+                active += 1
+            try:
+                lake.context.note_contention()
+                lake.run(lambda tx, i=i: tx.append(f"g.w{w}", accounts([i], [i])), retries=20)
+            finally:
+                with cond:
+                    active -= 1
+                    cond.notify_all()
+        return len(lake.context.helped)
+
+    def crash_then_resume() -> None:
+        nonlocal paused
+        crash_with_the_member_inside()
+        with cond:
+            paused = False
+            cond.notify_all()
+
+    with ThreadPoolExecutor(writers) as pool:
+        futures = [pool.submit(writer, w) for w in range(writers)]
+        with cond:
+            cond.wait_for(lambda: active > 0, timeout=60)
+            paused = True
+            cond.wait_for(lambda: active == 0, timeout=60)
+        _after_intent(member, crash_then_resume)
+        member.context.note_contention()
+        with member.transaction() as tx:
+            tx.append("g.member", accounts([1], [10]))
+        helped = [f.result(timeout=300) for f in futures]
+    assert len(crashed) == 1
+    assert tx.result is not None
+    record = member.context.glog.read_record(tx.result.version)
+    assert tx.txid in record.members and record.table(member.snapshot().entry("g.crashed").id) is not None
+    assert tx.result.version in member.context.helped or sum(helped) >= 1  # somebody rolled it forward
+    reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    assert _ids(reader, "g.member") == [1] and _ids(reader, "g.crashed") == [99]
+    for w in range(writers):
+        assert _ids(reader, f"g.w{w}") == list(range(rounds))
+        assert _deltars_ids(reader, f"g.w{w}", any_store_uri.storage_options) == list(range(rounds))
+    assert _deltars_ids(reader, "g.member", any_store_uri.storage_options) == [1]
+
+
+def test_intents_of_claimed_versions_are_cleaned_with_the_global_checkpoint(any_store_uri: StoreLocation) -> None:
+    lake = txlake.connect(any_store_uri.uri, any_store_uri.storage_options, checkpoint_interval=4)
+    lake.create_table("g.t", ACCOUNTS)  # version 1
+    store = lake.store
+    for version in (1, 2, 3, 5, 9):
+        group.post_intent(store, _record(f"tx{version}", _append("t1", "f"), version=version))
+    store.put(f"{group.GROUPS_DIR}/not-a-version/x.json", b"{}")
+    assert group.clean(store, 2) == 2
+    left = sorted(m.path.split("/")[-1] for m in store.list(group.GROUPS_DIR + "/"))
+    assert left == ["tx3.json", "tx5.json", "tx9.json", "x.json"]
+    for i in range(3):  # versions 2, 3, 4: the checkpoint at 4 cleans what was posted for versions up to 4
+        with lake.transaction() as tx:
+            tx.append("g.t", accounts([i], [i]))
+    assert lake.version() == 4
+    left = sorted(m.path.split("/")[-1] for m in store.list(group.GROUPS_DIR + "/"))
+    assert left == ["tx5.json", "tx9.json", "x.json"]
+
+
+def test_group_commit_is_on_for_object_stores_only(tmp_path: object) -> None:
+    assert not txlake.connect(f"file://{tmp_path}").context.group_commit
+    assert txlake.connect(f"file://{tmp_path}", group_commit=True).context.group_commit
+    off = txlake.connect(f"file://{tmp_path}")
+    off.context.note_contention()
+    assert off.context.racing and not off.context.contended  # a lost race on local disk costs microseconds
+    with pytest.raises(InvalidArgumentTypeError, match="group_commit"):
+        txlake.connect(f"file://{tmp_path}", group_commit="yes")  # type: ignore[arg-type]
+
+
+def test_group_commit_is_on_by_default_on_s3(s3_uri: str, s3_options: dict[str, str]) -> None:
+    assert txlake.connect(s3_uri, s3_options).context.group_commit
