@@ -5,11 +5,19 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
 import pyarrow as pa
 
+from txlake.arguments import (
+    bool_argument,
+    callable_argument,
+    choice_argument,
+    columns_argument,
+    name_argument,
+    number_argument,
+)
 from txlake.delta.actions import now_ms
 from txlake.delta.files import read_files
 from txlake.delta.log import DeltaLog
@@ -36,31 +44,6 @@ T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
 
 
-def _name_argument(value: object, argument: str = "name", *, example: str = "'namespace.table'") -> str:
-    """A table or namespace name argument: a string, else :class:`InvalidArgumentTypeError`."""
-    if not isinstance(value, str):
-        raise InvalidArgumentTypeError(
-            f"{argument} must be a string such as {example}, got {type(value).__name__} {value!r}",
-            argument=argument,
-        )
-    return value
-
-
-def _columns_argument(columns: Sequence[str] | None) -> Sequence[str] | None:
-    """``columns=``: a list of column names (a single string would be read as its characters)."""
-    if columns is None:
-        return None
-    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
-        raise InvalidArgumentTypeError(
-            f"columns must be a list of column names, got {type(columns).__name__} {columns!r}", argument="columns"
-        )
-    names = list(columns)
-    bad = [c for c in names if not isinstance(c, str)]
-    if bad:
-        raise InvalidArgumentTypeError(f"column names must be strings, got {bad[0]!r}", argument="columns")
-    return names
-
-
 class LakehouseSnapshot:
     """A consistent, read-only view of every table at one lakehouse version."""
 
@@ -79,7 +62,7 @@ class LakehouseSnapshot:
 
     def entry(self, name: str) -> TableEntry:
         """The catalog entry (id, name, location, properties) of ``name``; :class:`TableNotFoundError` if absent."""
-        entry = self.state.table_by_name(_name_argument(name))
+        entry = self.state.table_by_name(name_argument(name))
         if entry is None:
             raise TableNotFoundError(f"no table {name!r} at lakehouse version {self.version}", table=name)
         return entry
@@ -99,7 +82,7 @@ class LakehouseSnapshot:
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows of ``name`` at this version matching ``where`` (file pruning by stats, then filtering)."""
-        columns = _columns_argument(columns)
+        columns = columns_argument(columns)
         entry = self.entry(name)
         snap = self.delta_snapshot(name)
         if columns is not None:
@@ -124,7 +107,7 @@ class LakehouseSnapshot:
 
         Files are pruned by ``where`` against their statistics and partition values; Spark applies ``where``.
         """
-        columns = _columns_argument(columns)
+        columns = columns_argument(columns)
         engine = self._ctx.require_engine()
         entry = self.entry(name)
         snap = self.delta_snapshot(name)
@@ -153,6 +136,10 @@ class Lakehouse:
         spark_writer: SparkWriter = "auto",
         group_commit: bool | None = None,
     ) -> None:
+        number_argument(lease_seconds, "lease_seconds", minimum=0.001)
+        number_argument(checkpoint_interval, "checkpoint_interval", minimum=0, integer=True)
+        choice_argument(spark_reader, "spark_reader", get_args(SparkReader))
+        choice_argument(spark_writer, "spark_writer", get_args(SparkWriter))
         if group_commit is not None and not isinstance(group_commit, bool):
             raise InvalidArgumentTypeError(
                 f"group_commit must be True, False or None, got {type(group_commit).__name__}", argument="group_commit"
@@ -212,6 +199,8 @@ class Lakehouse:
 
     def tables(self, namespace: str | None = None) -> list[str]:
         """Table names at the latest version, optionally of one namespace."""
+        if namespace is not None:
+            name_argument(namespace, "namespace", example="'bank'")
         return self._ctx.latest_state().table_names(namespace)
 
     def namespaces(self) -> list[str]:
@@ -273,6 +262,8 @@ class Lakehouse:
         max_delay: float = 1.0,
     ) -> T:
         """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter)."""
+        callable_argument(fn, "fn")
+        number_argument(retries, "retries", minimum=0, integer=True)
         attempt = 0
         while True:
             tx = self.transaction(isolation)
@@ -304,12 +295,12 @@ class Lakehouse:
         self, name: str, properties: Mapping[str, str] | None = None, *, if_not_exists: bool = False
     ) -> None:
         """Create a namespace (one transaction); :class:`TableAlreadyExistsError` if it exists."""
-        _name_argument(name, example="'sales'")
+        name_argument(name, example="'sales'")
         self._ddl(lambda tx: tx.create_namespace(name, properties, if_not_exists=if_not_exists))
 
     def drop_namespace(self, name: str) -> None:
         """Drop an empty namespace (one transaction)."""
-        _name_argument(name, example="'sales'")
+        name_argument(name, example="'sales'")
         self._ddl(lambda tx: tx.drop_namespace(name))
 
     def create_table(
@@ -323,7 +314,7 @@ class Lakehouse:
         if_not_exists: bool = False,
     ) -> None:
         """Create an empty Delta table ``namespace.table`` (the namespace is created if needed)."""
-        _name_argument(name)
+        name_argument(name)
         self._ddl(
             lambda tx: tx.create_table(
                 name,
@@ -337,13 +328,13 @@ class Lakehouse:
 
     def drop_table(self, name: str) -> None:
         """Remove ``name`` from the catalog; its files stay (time travel still sees it) until vacuumed."""
-        _name_argument(name)
+        name_argument(name)
         self._ddl(lambda tx: tx.drop_table(name))
 
     def rename_table(self, name: str, new_name: str) -> None:
         """Rename a table in the catalog (its location does not move)."""
-        _name_argument(name)
-        _name_argument(new_name, "new_name")
+        name_argument(name)
+        name_argument(new_name, "new_name")
         self._ddl(lambda tx: tx.rename_table(name, new_name))
 
     def sync(self) -> CommitResult:
@@ -373,6 +364,10 @@ def _engine(spark: Any, reader: SparkReader, writer: SparkWriter) -> DataEngine 
     """A Spark engine for ``spark`` (a SparkSession, or a ready :class:`DataEngine`), or ``None``."""
     if spark is None or isinstance(spark, DataEngine):
         return spark
+    if not hasattr(spark, "sparkContext"):
+        raise InvalidArgumentTypeError(
+            f"spark must be a SparkSession (or a txlake DataEngine), got {type(spark).__name__}", argument="spark"
+        )
     # pyspark is an optional dependency: only a caller that passes a session needs it installed
     from txlake.spark.engine import SparkEngine
 
@@ -416,6 +411,7 @@ def connect(
     """
     if not isinstance(uri, str):
         raise InvalidArgumentTypeError(f"uri must be a string, got {type(uri).__name__}", argument="uri")
+    bool_argument(create, "create")
     try:
         store = ObjectStore.from_uri(uri, storage_options, must_exist=not create)
     except ObjectNotFoundError as exc:

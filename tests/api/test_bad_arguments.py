@@ -288,6 +288,33 @@ CASES: list[Any] = [
         ValueError,
         id="tx-merge-on-syntax",
     ),
+    # found by the adversarial review of the first hour
+    pytest.param(lambda lake: lake.tables(5), TypeError, id="tables-namespace-type"),
+    pytest.param(lambda lake: lake.transaction().tables(5), TypeError, id="tx-tables-namespace-type"),
+    pytest.param(lambda lake: lake.transaction().table_exists(5), TypeError, id="tx-table-exists-type"),
+    pytest.param(lambda lake: lake.transaction().update("s.plain", set="v = 'x'"), TypeError, id="tx-update-set-str"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, spark=5), TypeError, id="connect-spark-type"),
+    pytest.param(
+        lambda lake: lake.create_table("s.u", pa.schema([("x", pa.uint64())])), TypeError, id="create-table-uint64"
+    ),
+    pytest.param(lambda lake: lake.run(5), TypeError, id="run-not-callable"),
+    pytest.param(lambda lake: lake.run(lambda tx: None, retries=-1), ValueError, id="run-negative-retries"),
+    pytest.param(
+        lambda lake: lake.create_table("s.p", SCHEMA, properties={"a": 1}), TypeError, id="create-table-property-int"
+    ),
+    pytest.param(lambda lake: lake.create_table("s.q", SCHEMA, description=5), TypeError, id="create-table-desc"),
+    pytest.param(lambda lake: lake.create_table("s.e", pa.schema([])), ValueError, id="create-table-no-columns"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, lease_seconds="30"), TypeError, id="connect-lease-type"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, lease_seconds=-1), ValueError, id="connect-lease-negative"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, checkpoint_interval=1.5), TypeError, id="connect-interval"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, spark_reader="x"), ValueError, id="connect-spark-reader"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, spark_writer="x"), ValueError, id="connect-spark-writer"),
+    pytest.param(lambda lake: txlake.connect(lake.uri, create="no"), TypeError, id="connect-create-type"),
+    pytest.param(
+        lambda lake: txlake.connect("s3://bucket/a//b", {"aws_endpoint_url": "http://127.0.0.1:1"}),
+        ValueError,
+        id="connect-s3-empty-segment",
+    ),
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 from obstore.store import S3Store
 
 from tests.cli.conftest import Txlake
-from txlake.cli.exit_codes import ALLOW_HTTP_HINT, CREDENTIALS_HINT, ExitCode, describe_failure
+from txlake.cli.exit_codes import ExitCode, describe_failure
 from txlake.cli.main import is_panic
 from txlake.errors import (
     InvalidArgumentError,
@@ -17,6 +17,7 @@ from txlake.errors import (
     TableNotFoundError,
     TransientStorageError,
 )
+from txlake.storage.messages import ALLOW_HTTP_HINT, CREDENTIALS_HINT
 
 # Messages as obstore / S3 produce them (the first line; the debug dump follows it in the exception text).
 NO_CREDENTIALS = (

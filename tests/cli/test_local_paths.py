@@ -4,12 +4,16 @@ one line and exit 7 when unusable, and ``demo --fresh`` on whichever location th
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 import txlake
-from tests.cli.real import assert_clean_failure, tree
+from tests.cli.real import EXE, assert_clean_failure, environment, tree
 from tests.cli.real import txlake as cli
 from txlake.cli.exit_codes import ExitCode
 from txlake.cli.options import URI_ENV
@@ -94,3 +98,57 @@ def test_fresh_applies_to_the_lakehouse_given_by_uri_too(tmp_path: Path, given_b
 def test_fresh_refuses_a_lakehouse_that_is_not_local() -> None:
     line = assert_clean_failure(cli("demo", "--uri", "memory://demo", "--fresh", *DEMO), ExitCode.USAGE)
     assert "--fresh" in line and "memory://demo" in line
+
+
+def test_single_slash_file_uris_name_the_absolute_directory(tmp_path: Path) -> None:
+    """``file:/abs/dir`` is how Spark and Java print local paths: it is that directory, not one under the cwd."""
+    target = tmp_path / "single"
+    done = cli("init", f"file:{target}")
+    assert done.returncode == 0, done.stderr
+    assert (target / "_txlake").is_dir()
+    before = sorted(p.name for p in Path.cwd().iterdir())
+    for bad in ("file:relative", "file:", "s3:bucket"):
+        assert_clean_failure(cli("init", bad), ExitCode.USAGE)
+    assert sorted(p.name for p in Path.cwd().iterdir()) == before  # nothing made under the current directory
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--accounts", "0"],
+        ["--workers", "0"],
+        ["--seconds", "-1"],
+        ["--transfers", "0"],
+        ["--chart", "/proc/txlake-demo.png"],
+        ["--chart", "{tmp}/no/such/dir/chart.png"],
+        ["--chart", "{tmp}"],
+    ],
+)
+def test_demo_arguments_are_checked_before_anything_runs(tmp_path: Path, args: list[str]) -> None:
+    target = tmp_path / "demo"
+    done = cli("demo", "--no-spark", "--path", str(target), *[a.format(tmp=tmp_path) for a in args])
+    assert_clean_failure(done, ExitCode.USAGE)
+    assert not target.exists()  # nothing was run
+
+
+def test_ctrl_c_during_the_demo_stops_its_workers_quietly(tmp_path: Path) -> None:
+    """The demo's transfer workers finish their transaction and stop: one line, exit 130, a healthy lakehouse."""
+    target = tmp_path / "demo"
+    proc = subprocess.Popen(
+        [str(EXE), "demo", "--no-spark", "--path", str(target), "--seconds", "30", "--accounts", "5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=environment(),
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (target / "bank").exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    time.sleep(1.0)  # transfers are running
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 130, err
+    assert err.strip().splitlines() == ["error: interrupted"], err
+    doctor = cli("doctor", "--uri", str(target))
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr

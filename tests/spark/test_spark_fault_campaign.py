@@ -46,5 +46,6 @@ def test_spark_transfer_campaign(spark: SparkSession, writer: str, tmp_path: Pat
         scenario, lambda tag: ((tmp_path / tag).as_uri(), {}), "file", actions=("outage", "crash_after")
     )
     print("\n" + report.table())
-    assert len(report.results) >= 60
+    # 29 requests x 2 actions when this was written (fewer GETs since records carry earlier outcomes)
+    assert len(report.results) >= 54
     assert report.violations == [], "\n".join(report.violations[:20])

@@ -584,3 +584,10 @@ def test_a_local_directory_that_cannot_be_made_is_a_storage_error_naming_the_pat
     with pytest.raises(ObjectNotFoundError):
         ObjectStore.from_uri(str(a_file / "lake"), must_exist=True)
     assert a_file.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("uri", ["s3://user:PASSW0RDX@good-bucket/x", "file://user:PASSW0RDX@host/x"])
+def test_credentials_in_a_uri_are_refused_without_showing_them(uri: str) -> None:
+    with pytest.raises(InvalidArgumentError) as raised:
+        ObjectStore.from_uri(uri)
+    assert "PASSW0RDX" not in str(raised.value) and "****@" in str(raised.value)

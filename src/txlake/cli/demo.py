@@ -9,6 +9,7 @@ import os
 import random
 import re
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from rich.live import Live
 from rich.table import Table
 
 import txlake
+from txlake.bench.args import positive, positive_float
 from txlake.cli.exit_codes import UsageError
 from txlake.cli.jvm import start_spark, stop_spark
 from txlake.cli.options import URI_ENV, add_location_arguments, normalize_uri, storage_options_from
@@ -125,11 +127,17 @@ def _setup(lake: txlake.Lakehouse, accounts: int, opening: int, spark: SparkSess
 
 
 def _worker(
-    lake: txlake.Lakehouse, seed: int, accounts: int, deadline: float, budget: int | None, stats: DemoStats
+    lake: txlake.Lakehouse,
+    seed: int,
+    accounts: int,
+    deadline: float,
+    budget: int | None,
+    stats: DemoStats,
+    stop: threading.Event,
 ) -> None:
     rng = random.Random(seed)
     done = 0
-    while time.monotonic() < deadline and (budget is None or done < budget):
+    while time.monotonic() < deadline and (budget is None or done < budget) and not stop.is_set():
         src, dst = rng.sample(BANKS, 2)
         a, b = rng.randrange(accounts), rng.randrange(accounts)
         amount = rng.randint(1, 100)
@@ -270,7 +278,7 @@ def run_demo(
     deadline = start + seconds
     budget = transfers // workers if transfers else None
     threads = [
-        threading.Thread(target=_worker, args=(lake, i, accounts, deadline, budget, stats), daemon=True)
+        threading.Thread(target=_worker, args=(lake, i, accounts, deadline, budget, stats, stop), daemon=True)
         for i in range(workers)
     ]
     threads += [
@@ -279,17 +287,22 @@ def run_demo(
     for t in threads:
         t.start()
     workers_alive = threads[:workers]
-    with _live(console, _render(stats, lake, 0.0)) as live:
-        while any(t.is_alive() for t in workers_alive):
-            time.sleep(0.25)
-            elapsed = time.monotonic() - start
-            with stats.lock:
-                stats.timeline.append((elapsed, stats.commits, stats.conflicts))
-            live.update(_render(stats, lake, elapsed))
+    try:
+        with _live(console, _render(stats, lake, 0.0)) as live:
+            while any(t.is_alive() for t in workers_alive):
+                time.sleep(0.25)
+                elapsed = time.monotonic() - start
+                with stats.lock:
+                    stats.timeline.append((elapsed, stats.commits, stats.conflicts))
+                live.update(_render(stats, lake, elapsed))
+            stop.set()
+            for t in threads:
+                t.join(timeout=60)
+            live.update(_render(stats, lake, time.monotonic() - start))
+    finally:  # Ctrl-C: let every worker finish its transaction and stop before the interpreter does
         stop.set()
         for t in threads:
-            t.join(timeout=60)
-        live.update(_render(stats, lake, time.monotonic() - start))
+            t.join(timeout=30)
     elapsed = time.monotonic() - start
     final = lake.snapshot()
     travel_version = (start_version + final.version) // 2
@@ -319,10 +332,10 @@ def run_demo(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", help=f"local lakehouse directory (default: ${URI_ENV} if set, else {DEFAULT_PATH})")
     add_location_arguments(parser)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--accounts", type=int, default=20, help="accounts per bank")
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--transfers", type=int, help="stop after this many transfers (over all workers)")
+    parser.add_argument("--workers", type=positive, default=4)
+    parser.add_argument("--accounts", type=positive, default=20, help="accounts per bank")
+    parser.add_argument("--seconds", type=positive_float, default=20.0)
+    parser.add_argument("--transfers", type=positive, help="stop after this many transfers (over all workers)")
     parser.add_argument(
         "--fresh",
         action="store_true",
@@ -524,8 +537,25 @@ class _Location:
     chart_dir: Path
 
 
+def _check_chart(chart: Path) -> None:
+    """``--chart`` is checked before the demo runs: its directory must exist and be writable."""
+    parent = chart.parent if str(chart.parent) else Path(".")
+    if chart.is_dir():
+        raise UsageError(f"--chart {chart} is a directory", hint="give the PNG file's path, e.g. --chart demo.png")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as exc:
+        raise UsageError(
+            f"--chart {chart}: cannot write in {parent} ({exc.strerror or exc})",
+            hint="give a PNG path in an existing, writable directory",
+        ) from exc
+
+
 def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None) -> int:
     console = console_for(stderr=args.json)
+    if args.chart:
+        _check_chart(Path(args.chart))
     with ExitStack() as stack:
         where = _location(args, storage_options, stack)
         spark = None

@@ -92,9 +92,22 @@ def normalize_uri(raw: str) -> str:
     raw = raw.strip()
     if not raw:
         raise UsageError("the lakehouse URI is empty", hint=f"pass --uri or set {URI_ENV}")
-    if "://" not in raw:
-        return "file://" + str(Path(raw).expanduser().resolve())
-    return raw
+    if "://" in raw:
+        return raw
+    parts = split_uri(raw)
+    if parts.scheme == "file":  # file:/abs/dir, as Spark and Java print local paths
+        if not parts.path.startswith("/"):
+            raise UsageError(
+                f"file: URIs name an absolute path (file:/abs/dir or file:///abs/dir), got {raw!r}",
+                hint="pass the directory itself: a plain path, relative or absolute, is a local lakehouse",
+            )
+        return "file://" + parts.path
+    if parts.scheme:  # s3:bucket and the like: a scheme without //
+        raise UsageError(
+            f"{parts.scheme}: URIs look like {parts.scheme}://..., got {raw!r}",
+            hint=f"for a local directory whose name has a colon, write ./{raw}",
+        )
+    return "file://" + str(Path(raw).expanduser().resolve())
 
 
 def storage_options_from(flags: Iterable[tuple[str, str]], environ: Mapping[str, str], uri: str) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from txlake.errors import CorruptLogError, SchemaMismatchError, UnsupportedFeatureError
+from txlake.errors import CorruptLogError, InvalidArgumentTypeError, SchemaMismatchError, UnsupportedFeatureError
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -126,7 +126,7 @@ def arrow_type_to_delta(dtype: pa.DataType) -> Any:
             "valueType": arrow_type_to_delta(dtype.item_type),
             "valueContainsNull": dtype.item_field.nullable,
         }
-    raise TypeError(f"Arrow type {dtype} has no Delta equivalent")
+    raise InvalidArgumentTypeError(f"Arrow type {dtype} has no Delta equivalent", argument="schema")
 
 
 def spark_type_name(dtype: pa.DataType) -> str:

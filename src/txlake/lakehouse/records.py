@@ -362,10 +362,18 @@ class GlobalRecord:
                 catalog=tuple(CatalogOp.from_json(c) for c in d.get("catalog") or ()),
                 info=dict(d.get("info") or {}),
                 members=tuple(str(m) for m in d.get("members") or ()),
-                decided=tuple(Outcome.from_json(o) for o in d.get("decided") or ()),
+                decided=_embedded_outcomes(d.get("decided")),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptLogError(f"global record {version} is corrupt: {exc}", version=version) from exc
+
+
+def _embedded_outcomes(value: Any) -> tuple[Outcome, ...]:
+    """A record's embedded outcomes; a malformed list is dropped (they are copies: readers GET the outcomes)."""
+    try:
+        return tuple(Outcome.from_json(o) for o in value or ())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return ()
 
 
 @dataclass(frozen=True, slots=True)

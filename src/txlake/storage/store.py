@@ -46,6 +46,7 @@ from txlake.errors import (
 from txlake.storage.counters import RequestCounters, RequestKind
 from txlake.storage.faults import FaultInjector
 from txlake.storage.local import local_directory_error
+from txlake.storage.messages import describe
 from txlake.storage.messages import first_line as _first_line
 
 T = TypeVar("T")
@@ -366,6 +367,14 @@ class ObjectStore:
         options = dict(storage_options or {})
         where = split_uri(uri)
         scheme = where.scheme
+        if "@" in where.netloc and scheme in {"file", "s3", "s3a"}:
+            host = where.netloc.rpartition("@")[2]
+            shown = f"{scheme}://****@{host}{where.path}"
+            raise InvalidArgumentError(
+                f"credentials in the URI ({shown}) are not accepted: give them as storage options "
+                "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or in the environment",
+                argument="uri",
+            )
         s3_cfg, client_cfg, ours = _split_options(options)
         default = RetryPolicy()
         retry = RetryPolicy(
@@ -399,6 +408,10 @@ class ObjectStore:
             _check_s3_names(bucket, options)
             _check_s3_endpoint(options, os.environ)
             prefix = where.path.strip("/")
+            if "//" in prefix or prefix in {".", ".."} or "/./" in f"/{prefix}/" or "/../" in f"/{prefix}/":
+                raise InvalidArgumentError(
+                    f"S3 prefixes have no empty, '.' or '..' segments, got {where.path!r} in {uri!r}", argument="uri"
+                )
             if "allow_http" not in client_cfg and "AWS_ALLOW_HTTP" in os.environ:
                 # obstore reads endpoint and keys from the environment, but explicit client options (which we
                 # always pass) replace its environment lookup for this one
@@ -489,10 +502,12 @@ class ObjectStore:
                         kind=kind,
                     ) from exc
                 if not _is_transient(exc):
-                    raise StorageError(f"{kind} {self.url(path)} failed: {exc}", path=path, kind=kind) from exc
+                    raise StorageError(
+                        f"{kind} {self.url(path)} failed: {describe(exc)}", path=path, kind=kind
+                    ) from exc
                 if not retry or attempt >= self.retry.max_retries:
                     raise TransientStorageError(
-                        f"{kind} {self.url(path)} failed after {attempt + 1} attempts: {exc}",
+                        f"{kind} {self.url(path)} failed after {attempt + 1} attempts: {describe(exc)}",
                         path=path,
                         kind=kind,
                     ) from exc

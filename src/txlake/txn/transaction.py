@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
+from txlake.arguments import mapping_argument, name_argument, string_mapping_argument
 from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import protocol_for_new_table
@@ -266,6 +267,12 @@ class Transaction:
         """Create a table (visible to this transaction at once, to others when it commits)."""
         self._ensure_active()
         namespace, short = split_name(name)
+        if properties is not None:
+            properties = string_mapping_argument(properties, "properties")
+        if description is not None and not isinstance(description, str):
+            raise InvalidArgumentTypeError(
+                f"description must be a string, got {type(description).__name__}", argument="description"
+            )
         if isinstance(schema, str):  # Spark DDL: "id long NOT NULL, v string"
             schema = parse_ddl_schema(schema)
         if not isinstance(schema, pa.Schema):
@@ -277,6 +284,8 @@ class Transaction:
                     argument="schema",
                 )
             schema = converted
+        if len(schema) == 0:
+            raise InvalidArgumentError(f"table {name!r} needs at least one column", argument="schema")
         self._read_names.add(name.lower())
         self._read_namespaces.add(namespace.lower())
         if self._view.table_by_name(name) is not None:
@@ -329,12 +338,15 @@ class Transaction:
     def tables(self, namespace: str | None = None) -> list[str]:
         """Table names this transaction sees (a catalog read: serializable validates it at commit)."""
         self._ensure_active()
+        if namespace is not None:
+            name_argument(namespace, "namespace", example="'bank'")
         self._read_listings.add(namespace.lower() if namespace is not None else None)
         return self._view.table_names(namespace)
 
     def table_exists(self, name: str) -> bool:
         """Whether this transaction sees a table ``name`` (a catalog read, like :meth:`tables`)."""
         self._ensure_active()
+        name_argument(name)
         self._read_names.add(name.lower())
         return self._view.table_by_name(name) is not None
 
@@ -495,6 +507,7 @@ class Transaction:
         matching row are rewritten.
         """
         work = self._table(name)
+        mapping_argument(set, "set", of="column names to Spark SQL expressions, e.g. {'v': 'v + 1'}")
         if not set:
             raise InvalidArgumentError("update needs at least one column in set=", argument="set")
         schema = work.schema

@@ -1,0 +1,90 @@
+"""Checks of public API arguments: a wrong type or value is a typed error naming the argument."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError
+
+
+def name_argument(value: object, argument: str = "name", *, example: str = "'namespace.table'") -> str:
+    """A table or namespace name argument: a string, else :class:`InvalidArgumentTypeError`."""
+    if not isinstance(value, str):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be a string such as {example}, got {type(value).__name__} {value!r}",
+            argument=argument,
+        )
+    return value
+
+
+def columns_argument(columns: Sequence[str] | None) -> Sequence[str] | None:
+    """``columns=``: a list of column names (a single string would be read as its characters)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
+        raise InvalidArgumentTypeError(
+            f"columns must be a list of column names, got {type(columns).__name__} {columns!r}", argument="columns"
+        )
+    names = list(columns)
+    bad = [c for c in names if not isinstance(c, str)]
+    if bad:
+        raise InvalidArgumentTypeError(f"column names must be strings, got {bad[0]!r}", argument="columns")
+    return names
+
+
+def mapping_argument(value: object, argument: str, *, of: str = "strings") -> Mapping[str, Any]:
+    """A mapping argument (``set=``, ``properties=``): a dict, else :class:`InvalidArgumentTypeError`."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be a dict of {of}, got {type(value).__name__} {value!r}", argument=argument
+        )
+    return value
+
+
+def string_mapping_argument(value: object, argument: str) -> dict[str, str]:
+    """A dict of strings to strings (Delta table properties are strings)."""
+    mapping = mapping_argument(value, argument)
+    bad = [(k, v) for k, v in mapping.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        key, val = bad[0]
+        raise InvalidArgumentTypeError(
+            f"{argument} maps strings to strings, got {key!r}: {type(val).__name__} {val!r}", argument=argument
+        )
+    return dict(mapping)
+
+
+def callable_argument(value: object, argument: str) -> Callable[..., Any]:
+    if not callable(value):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be a function, got {type(value).__name__} {value!r}", argument=argument
+        )
+    return value
+
+
+def number_argument(value: object, argument: str, *, minimum: float, integer: bool = False) -> float:
+    """A number (an int when ``integer``) of at least ``minimum``; bools are not numbers here."""
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        what = "an integer" if integer else "a number"
+        raise InvalidArgumentTypeError(
+            f"{argument} must be {what}, got {type(value).__name__} {value!r}", argument=argument
+        )
+    number = float(value)  # type: ignore[arg-type]  # an int or a float, checked above
+    if number < minimum:
+        raise InvalidArgumentError(f"{argument} must be at least {minimum:g}, got {value!r}", argument=argument)
+    return number
+
+
+def choice_argument(value: object, argument: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise InvalidArgumentError(f"{argument} must be one of {tuple(choices)}, got {value!r}", argument=argument)
+    return str(value)
+
+
+def bool_argument(value: object, argument: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be True or False, got {type(value).__name__} {value!r}", argument=argument
+        )
+    return value
