@@ -187,13 +187,27 @@ def _group_violations(lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]
     return 1 in mine, violations
 
 
-class GroupMember:
+class _GroupScenario:
+    """What the group scenarios share: clients with group commit on, and the healthy client's append."""
+
+    client: ClassVar[dict[str, Any]] = {"group_commit": True}
+
+    def _append_mine(self, lake: txlake.Lakehouse, run: Run) -> None:
+        with lake.transaction() as tx:
+            run.txids.append(tx.txid)
+            tx.append("grp.mine", _accounts([1], [1]))
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("grp.theirs", _accounts([100], [0]))
+
+
+class GroupMember(_GroupScenario):
     """Commit a blind append as a member of another client's group: after the faulty client's intent lands, a
     healthy client claims the version with the intent in it. Whatever the member suffers, it commits exactly when
     that version does, and what it was told agrees."""
 
     name = "group-member"
-    client: ClassVar[dict[str, Any]] = {"group_commit": True}
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _group_tables(uri, options)
@@ -211,13 +225,7 @@ class GroupMember:
 
         lake.context.note_contention()
         lake.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains="_txlake/groups/", hook=claim))
-        with lake.transaction() as tx:
-            run.txids.append(tx.txid)
-            tx.append("grp.mine", _accounts([1], [1]))
-
-    def second(self, lake: txlake.Lakehouse) -> None:
-        with lake.transaction() as tx:
-            tx.append("grp.theirs", _accounts([100], [0]))
+        self._append_mine(lake, run)
 
     def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
         applied, violations = _group_violations(lake, run)
@@ -226,12 +234,11 @@ class GroupMember:
         return applied, violations
 
 
-class GroupClaimer:
+class GroupClaimer(_GroupScenario):
     """Claim a version with another client's group intent in it (posted before), then publish both: whatever
     the claimer suffers, the member's append is visible exactly when the claimer's is (one version)."""
 
     name = "group-claimer"
-    client: ClassVar[dict[str, Any]] = {"group_commit": True}
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _group_tables(uri, options)
@@ -248,13 +255,7 @@ class GroupClaimer:
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         lake.context.note_contention()
-        with lake.transaction() as tx:
-            run.txids.append(tx.txid)
-            tx.append("grp.mine", _accounts([1], [1]))
-
-    def second(self, lake: txlake.Lakehouse) -> None:
-        with lake.transaction() as tx:
-            tx.append("grp.theirs", _accounts([100], [0]))
+        self._append_mine(lake, run)
 
     def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
         applied, violations = _group_violations(lake, run)

@@ -14,6 +14,7 @@ import txlake
 from tests.interop.deltars import sql_rows
 from tests.services import StoreLocation
 from tests.txn.conftest import ACCOUNTS, accounts
+from tests.txn.groups import create_tables, grouping_lake, ids
 from txlake.delta.actions import Add, Metadata
 from txlake.errors import ConflictError, InvalidArgumentTypeError, SimulatedCrash
 from txlake.lakehouse.records import CreateNamespace, GlobalRecord, ReadSet, TableChange
@@ -95,24 +96,7 @@ def test_merge_caps_the_group() -> None:
 # --------------------------------------------------------------------------------------------- end to end
 
 
-def _lake(loc: StoreLocation, lease: float = 30.0) -> txlake.Lakehouse:
-    lake = txlake.connect(loc.uri, loc.storage_options, lease_seconds=lease, group_commit=True)
-    lake.context.note_contention()  # as after a lost race: commit in groups
-    return lake
-
-
-def _setup(loc: StoreLocation, *names: str) -> None:
-    lake = txlake.connect(loc.uri, loc.storage_options)
-    with lake.transaction() as tx:
-        for name in names:
-            tx.create_table(name, ACCOUNTS)
-
-
-def _ids(lake: txlake.Lakehouse, name: str) -> list[int]:
-    return sorted(lake.read_arrow(name)["id"].to_pylist())
-
-
-def _deltars_ids(lake: txlake.Lakehouse, name: str, options: dict[str, str]) -> list[int]:
+def _deltarsids(lake: txlake.Lakehouse, name: str, options: dict[str, str]) -> list[int]:
     dt = deltalake.DeltaTable(lake.table_location(name), storage_options=options or None)
     return sorted(int(v) for v in sql_rows(dt, "SELECT id FROM t")["id"].to_pylist())
 
@@ -125,8 +109,8 @@ def _after_intent(lake: txlake.Lakehouse, hook: object) -> None:
 def test_a_member_commits_in_the_claimers_version(any_store_uri: StoreLocation) -> None:
     if any_store_uri.uri.startswith("memory"):
         pytest.skip("delta-rs reads no memory:// store")
-    _setup(any_store_uri, "g.mine", "g.theirs")
-    member, claimer = _lake(any_store_uri), _lake(any_store_uri)
+    create_tables(any_store_uri, "g.mine", "g.theirs")
+    member, claimer = grouping_lake(any_store_uri), grouping_lake(any_store_uri)
     claims: list[txlake.CommitResult] = []
 
     def claim() -> None:
@@ -143,18 +127,18 @@ def test_a_member_commits_in_the_claimers_version(any_store_uri: StoreLocation) 
     record = member.context.glog.read_record(tx.result.version)
     assert record.members == (tx.txid,) and record.txid != tx.txid
     reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
-    assert _ids(reader, "g.mine") == [1] and _ids(reader, "g.theirs") == [2]
+    assert ids(reader, "g.mine") == [1] and ids(reader, "g.theirs") == [2]
     assert reader.transaction_status(tx.txid) == "committed"
     assert tx.result.table_versions == {reader.snapshot().entry("g.mine").id: reader.snapshot().table_version("g.mine")}
-    assert _deltars_ids(reader, "g.mine", any_store_uri.storage_options) == [1]
+    assert _deltarsids(reader, "g.mine", any_store_uri.storage_options) == [1]
 
 
 def test_a_member_of_an_aborted_group_never_appears(tmp_path: object) -> None:
     """A plain writer changes the member's table's schema before the claimer publishes: the whole version aborts,
     and the member is told so and never appears."""
     loc = StoreLocation(f"file://{tmp_path}", {})
-    _setup(loc, "g.mine", "g.theirs")
-    member, claimer = _lake(loc), _lake(loc)
+    create_tables(loc, "g.mine", "g.theirs")
+    member, claimer = grouping_lake(loc), grouping_lake(loc)
     location = member.table_location("g.mine")
     failures: list[BaseException] = []
 
@@ -175,11 +159,11 @@ def test_a_member_of_an_aborted_group_never_appears(tmp_path: object) -> None:
     assert len(failures) == 1  # the claimer's version aborted too
     reader = txlake.connect(loc.uri)
     assert reader.transaction_status(tx.txid) == "aborted"
-    assert 1 not in _deltars_ids(reader, "g.mine", {})
-    assert _ids(reader, "g.theirs") == []
+    assert 1 not in _deltarsids(reader, "g.mine", {})
+    assert ids(reader, "g.theirs") == []
     # the table converges: the next writer conflicts with the plain commit, adopts it, and its retry commits
     reader.run(lambda again: again.append("g.mine", accounts([3], [30])))
-    assert _ids(reader, "g.mine") == [3, 7]
+    assert ids(reader, "g.mine") == [3, 7]
 
 
 def test_a_crashed_claimers_batch_is_rolled_forward_by_its_member(any_store_uri: StoreLocation) -> None:
@@ -189,12 +173,12 @@ def test_a_crashed_claimers_batch_is_rolled_forward_by_its_member(any_store_uri:
         pytest.skip("delta-rs reads no memory:// store")
     writers = 3
     rounds = 4 if any_store_uri.uri.startswith("s3") else 8
-    _setup(any_store_uri, "g.member", "g.crashed", *(f"g.w{w}" for w in range(writers)))
-    member = _lake(any_store_uri, LEASE)
+    create_tables(any_store_uri, "g.member", "g.crashed", *(f"g.w{w}" for w in range(writers)))
+    member = grouping_lake(any_store_uri, LEASE)
     crashed: list[BaseException] = []
 
     def crash_with_the_member_inside() -> None:
-        doomed = _lake(any_store_uri, LEASE)
+        doomed = grouping_lake(any_store_uri, LEASE)
         doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/"))
         try:
             with doomed.transaction() as tx:
@@ -209,7 +193,7 @@ def test_a_crashed_claimers_batch_is_rolled_forward_by_its_member(any_store_uri:
 
     def writer(w: int) -> int:
         nonlocal active
-        lake = _lake(any_store_uri, LEASE)
+        lake = grouping_lake(any_store_uri, LEASE)
         for i in range(rounds):
             with cond:
                 cond.wait_for(lambda: not paused, timeout=60)
@@ -247,11 +231,11 @@ def test_a_crashed_claimers_batch_is_rolled_forward_by_its_member(any_store_uri:
     assert tx.txid in record.members and record.table(member.snapshot().entry("g.crashed").id) is not None
     assert tx.result.version in member.context.helped or sum(helped) >= 1  # somebody rolled it forward
     reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
-    assert _ids(reader, "g.member") == [1] and _ids(reader, "g.crashed") == [99]
+    assert ids(reader, "g.member") == [1] and ids(reader, "g.crashed") == [99]
     for w in range(writers):
-        assert _ids(reader, f"g.w{w}") == list(range(rounds))
-        assert _deltars_ids(reader, f"g.w{w}", any_store_uri.storage_options) == list(range(rounds))
-    assert _deltars_ids(reader, "g.member", any_store_uri.storage_options) == [1]
+        assert ids(reader, f"g.w{w}") == list(range(rounds))
+        assert _deltarsids(reader, f"g.w{w}", any_store_uri.storage_options) == list(range(rounds))
+    assert _deltarsids(reader, "g.member", any_store_uri.storage_options) == [1]
 
 
 def test_intents_of_claimed_versions_are_cleaned_with_the_global_checkpoint(any_store_uri: StoreLocation) -> None:

@@ -7,28 +7,12 @@ import pytest
 
 import txlake
 from tests.services import StoreLocation
-from tests.txn.conftest import ACCOUNTS, accounts
+from tests.txn.conftest import accounts
+from tests.txn.groups import create_tables, grouping_lake, ids
 from txlake.errors import CommitStateUnknownError, ConflictError, InjectedFaultError
 from txlake.storage import FaultRule
 
 deltalake = pytest.importorskip("deltalake")
-
-
-def _lake(loc: StoreLocation, lease: float = 30.0, **kwargs: object) -> txlake.Lakehouse:
-    lake = txlake.connect(loc.uri, loc.storage_options, lease_seconds=lease, group_commit=True, **kwargs)  # type: ignore[arg-type]
-    lake.context.note_contention()  # as after a lost race: commit in groups
-    return lake
-
-
-def _setup(loc: StoreLocation, *names: str) -> None:
-    lake = txlake.connect(loc.uri, loc.storage_options)
-    with lake.transaction() as tx:
-        for name in names:
-            tx.create_table(name, ACCOUNTS)
-
-
-def _ids(lake: txlake.Lakehouse, name: str) -> list[int]:
-    return sorted(lake.read_arrow(name)["id"].to_pylist())
 
 
 @pytest.fixture
@@ -40,8 +24,8 @@ def test_claim_refused_after_intent_is_not_reported_as_failed(loc: StoreLocation
     """The owner posted its intent for G, then its own claim of G is refused (a permanent storage error) and
     nobody has claimed G yet: the next claimer of G may still merge the intent, so the commit state is unknown
     -- it used to raise StorageError, and the "failed" transaction appeared a moment later."""
-    _setup(loc, "g.mine", "g.theirs")
-    member, claimer = _lake(loc), _lake(loc)
+    create_tables(loc, "g.mine", "g.theirs")
+    member, claimer = grouping_lake(loc), grouping_lake(loc)
     member.store.faults.add(FaultRule("PUT", 1, "fail", path_contains="_txlake/log/"))  # its claim of G
     tx = member.transaction()
     tx.append("g.mine", accounts([1], [10]))
@@ -51,15 +35,15 @@ def test_claim_refused_after_intent_is_not_reported_as_failed(loc: StoreLocation
     with claimer.transaction() as other:  # claims G, merging the intent left behind
         other.append("g.theirs", accounts([2], [20]))
     reader = txlake.connect(loc.uri)
-    assert _ids(reader, "g.mine") == [1]
+    assert ids(reader, "g.mine") == [1]
     assert reader.transaction_status(tx.txid, raised.value.version) == "committed"
 
 
 def test_claim_refused_after_intent_when_another_claimed_without_it(loc: StoreLocation) -> None:
     """The same refusal, but G was claimed meanwhile by a client that did not take the intent in (it was not
     contended): G's record proves the transaction out, so the error is final and nothing of it ever appears."""
-    _setup(loc, "g.mine", "g.theirs")
-    member = _lake(loc)
+    create_tables(loc, "g.mine", "g.theirs")
+    member = grouping_lake(loc)
     plain = txlake.connect(loc.uri)  # not contended: claims without looking at intents
 
     def claim_without_it_then_refuse() -> None:
@@ -75,22 +59,22 @@ def test_claim_refused_after_intent_when_another_claimed_without_it(loc: StoreLo
     with pytest.raises(InjectedFaultError):
         tx.commit()
     assert tx.status == "aborted"
-    again = _lake(loc)  # a contended claimer of the next versions finds no intent of it to merge
+    again = grouping_lake(loc)  # a contended claimer of the next versions finds no intent of it to merge
     with again.transaction() as other:
         other.append("g.theirs", accounts([3], [30]))
     reader = txlake.connect(loc.uri)
-    assert _ids(reader, "g.mine") == [] and _ids(reader, "g.theirs") == [2, 3]
+    assert ids(reader, "g.mine") == [] and ids(reader, "g.theirs") == [2, 3]
     assert reader.transaction_status(tx.txid) != "committed"
 
 
 def test_a_serializable_reader_is_never_grouped_past_a_change_it_read(loc: StoreLocation) -> None:
     """Holds (regression): a serializable transaction that read ``g.q`` and appends to ``g.x`` posts no intent
     (its read set makes it non-groupable); the claimer that updated ``g.q`` meanwhile makes it conflict."""
-    _setup(loc, "g.q", "g.x")
+    create_tables(loc, "g.q", "g.x")
     seed = txlake.connect(loc.uri)
     with seed.transaction() as tx:
         tx.append("g.q", accounts([1], [10]))
-    member, claimer = _lake(loc), _lake(loc)
+    member, claimer = grouping_lake(loc), grouping_lake(loc)
 
     def update_q() -> None:
         with claimer.transaction() as other:
@@ -103,5 +87,5 @@ def test_a_serializable_reader_is_never_grouped_past_a_change_it_read(loc: Store
     with pytest.raises(ConflictError):
         tx.commit()
     reader = txlake.connect(loc.uri)
-    assert _ids(reader, "g.x") == []
+    assert ids(reader, "g.x") == []
     assert not any(m.path.startswith("_txlake/groups/") for m in reader.store.list("_txlake/groups/"))
