@@ -364,12 +364,13 @@ def _engine(spark: Any, reader: SparkReader, writer: SparkWriter) -> DataEngine 
     """A Spark engine for ``spark`` (a SparkSession, or a ready :class:`DataEngine`), or ``None``."""
     if spark is None or isinstance(spark, DataEngine):
         return spark
+    # pyspark is an optional dependency: only a caller that passes a session needs it installed
+    from txlake.spark.engine import SparkEngine
+
     if not hasattr(spark, "sparkContext"):
         raise InvalidArgumentTypeError(
             f"spark must be a SparkSession (or a txlake DataEngine), got {type(spark).__name__}", argument="spark"
         )
-    # pyspark is an optional dependency: only a caller that passes a session needs it installed
-    from txlake.spark.engine import SparkEngine
 
     return SparkEngine(spark, reader=reader, writer=writer)
 
