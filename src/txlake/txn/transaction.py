@@ -8,10 +8,10 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 
@@ -77,6 +77,7 @@ PUBLISH_ATTEMPTS = 4
 TxStatus = Literal["active", "committed", "aborted", "unknown"]
 """``unknown``: the commit raised :class:`CommitStateUnknownError` (it may still be rolled forward)."""
 _log = logging.getLogger("txlake")
+T = TypeVar("T")
 DmlEngine = Literal["auto", "arrow", "spark"]
 """Where UPDATE/DELETE run: the data engine when the lakehouse has one (``auto``), Arrow, or the data engine."""
 
@@ -738,33 +739,19 @@ class Transaction:
         With an intent of ours posted for ``version``, only that record says whether we are in: if it
         cannot be read (after retries), the commit state is unknown.
         """
-        delay = 0.02
-        for attempt in range(PUBLISH_ATTEMPTS):
+        if self._claimed is None:
             try:
                 return self._ctx.glog.read_record(version)
-            except TxlakeError as exc:
-                if self._claimed is None:
-                    return None
-                if attempt + 1 == PUBLISH_ATTEMPTS:
-                    raise self._unknown(version, exc) from exc
-            time.sleep(delay * random.uniform(0.5, 1.0))
-            delay *= 2
-        return None  # pragma: no cover - the loop returns or raises
+            except TxlakeError:
+                return None
+        return self._or_unknown(version, lambda: self._ctx.glog.read_record(version))
 
     def _as_member(self, winner: GlobalRecord, rebases: int) -> CommitResult:
         """Another client's claim of ``winner.version`` includes our transaction: its outcome is ours."""
         version = winner.version
         self._claimed = version
-        delay = 0.02
-        for attempt in range(PUBLISH_ATTEMPTS):
-            try:
-                outcome = self._ctx.await_decided(version, first_delay=GROUP_WAIT_ROUND_TRIPS * self._ctx.round_trip)
-                break
-            except TxlakeError as exc:
-                if attempt + 1 == PUBLISH_ATTEMPTS:
-                    raise self._unknown(version, exc) from exc
-            time.sleep(delay * random.uniform(0.5, 1.0))
-            delay *= 2
+        first_delay = GROUP_WAIT_ROUND_TRIPS * self._ctx.round_trip
+        outcome = self._or_unknown(version, lambda: self._ctx.await_decided(version, first_delay=first_delay))
         if not outcome.committed:
             raise ConcurrentTransactionError(
                 f"global version {version} (claimed by transaction {winner.txid}, with this one in its group) "
@@ -782,16 +769,21 @@ class Transaction:
         Our version is committed; if the earlier ones cannot be read after retries, the caller learns the
         state is not established yet (``transaction_status`` says ``committed`` once they are decided).
         """
+        self._or_unknown(version, lambda: self._ctx.await_prefix(version))
+
+    def _or_unknown(self, version: int, fn: Callable[[], T]) -> T:
+        """``fn()``, retried with backoff; still failing after :data:`PUBLISH_ATTEMPTS` tries, the state of our
+        claim (or intent) of ``version`` is unknown: :class:`CommitStateUnknownError`."""
         delay = 0.02
         for attempt in range(PUBLISH_ATTEMPTS):
             try:
-                self._ctx.await_prefix(version)
-                return
+                return fn()
             except TxlakeError as exc:
                 if attempt + 1 == PUBLISH_ATTEMPTS:
                     raise self._unknown(version, exc) from exc
             time.sleep(delay * random.uniform(0.5, 1.0))
             delay *= 2
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _next_view(self, view: LogView, winner: GlobalRecord | None, rebases: int) -> LogView:
         """After losing a claim: extend the view by the winner's record instead of re-listing."""
