@@ -162,8 +162,8 @@ class Lakehouse:
 
     @property
     def uri(self) -> str:
-        """The normalized URI of the lakehouse root."""
-        return self.store.uri
+        """The normalized URI of the lakehouse root (``file:///`` for the file system's root)."""
+        return "file:///" if self.store.uri == "file:" else self.store.uri
 
     @property
     def context(self) -> LakeContext:
@@ -208,9 +208,10 @@ class Lakehouse:
         return sorted(self._ctx.latest_state().namespaces)
 
     def table_location(self, name: str) -> str:
-        """The URI of the plain Delta table behind ``name``."""
+        """The URI of the plain Delta table behind ``name``, as delta-rs, Polars and DuckDB open it (characters
+        URIs reserve, such as ``#`` or a space in a local path, are percent-encoded)."""
         entry = self.snapshot().entry(name)
-        return self.store.url(entry.path)
+        return self.store.public_url(entry.path)
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
         """Rows of ``name`` at the latest version (a shortcut for ``snapshot().read_arrow(...)``)."""

@@ -46,6 +46,11 @@ NO_ALLOW_HTTP = (
         ),
         (StorageError(NO_ALLOW_HTTP), "failed: the endpoint is http:// but plain HTTP is not allowed", ALLOW_HTTP_HINT),
         (StorageError("PUT s3://b/k failed: ... <Code>NoSuchBucket</Code>"), "the bucket does not exist", "bucket"),
+        (
+            StorageError("PUT s3://b/k failed: ... <Code>AccessDenied</Code>"),
+            "PUT s3://b/k failed: access denied (403)",
+            CREDENTIALS_HINT,  # the whole list of ways to give other credentials
+        ),
     ],
 )
 def test_storage_problems_in_plain_words(exc: StorageError, message: str, hint: str) -> None:

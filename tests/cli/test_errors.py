@@ -98,6 +98,10 @@ def test_help_documents_every_exit_code(txlake_cli: Txlake) -> None:
         ["log", "--limit", "-1"],
         ["tables", "--storage-option", "no-equals-sign"],
         ["tables", "--no-such-flag"],
+        ["--uri", "/a", "tables", "--uri", "/b"],  # two different lakehouses
+        ["--uri", "/a", "bench", "model"],  # a command without a lakehouse
+        ["--storage-option", "aws_region=x", "bench", "model"],
+        ["--uri", "/a"],  # lakehouse options and no command
     ],
 )
 def test_bad_arguments_exit_2(txlake_cli: Txlake, argv: list[str]) -> None:
@@ -105,6 +109,22 @@ def test_bad_arguments_exit_2(txlake_cli: Txlake, argv: list[str]) -> None:
     assert run.code == ExitCode.USAGE
     assert run.out == ""
     _assert_one_error(run.err)
+
+
+def test_lakehouse_options_may_come_before_the_command(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    run = txlake_cli("--uri", bank.uri, "tables", "--json")
+    assert run.code == ExitCode.OK, run.err
+    assert [t["name"] for t in run.json()["tables"]] == ["bank.checking", "bank.savings"]  # type: ignore[index]
+    run = txlake_cli("--uri", bank.uri, "--storage-option", "max_retries=1", "describe", "bank.checking")
+    assert run.code == ExitCode.OK, run.err
+    assert txlake_cli("--uri", bank.uri, "tables", "--uri", bank.uri).code == ExitCode.OK  # the same, twice
+
+
+def test_a_word_a_command_does_not_take_shows_that_commands_usage(txlake_cli: Txlake) -> None:
+    run = txlake_cli("tables", "extra", "--uri", "/nowhere")
+    assert run.code == ExitCode.USAGE
+    assert run.err.startswith("usage: txlake tables ") and "error: unrecognized arguments: extra" in run.err
+    assert "see `txlake tables --help`" in run.err
 
 
 def test_missing_uri_is_a_usage_error(txlake_cli: Txlake) -> None:

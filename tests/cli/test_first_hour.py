@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import txlake
@@ -393,3 +394,30 @@ def test_sql_runs_simple_queries_without_spark(lake_dir: Path) -> None:
     done = cli("sql", "SELECT count(*) FROM bank.checking", "--uri", str(lake_dir), "--engine", "arrow")
     line = assert_clean_failure(done, ExitCode.INVALID)
     assert "--engine arrow cannot run this query" in line and "--engine spark" in line
+
+
+def test_a_table_directory_deleted_outside_txlake_points_to_doctor(tmp_path: Path) -> None:
+    """Not "no such table, did you mean ...": the catalog names it, its Delta log is gone. ``show``,
+    ``describe``, ``history`` and ``sql`` fail with the damage and ``txlake doctor`` (exit 5); ``tables`` still
+    lists every table, the broken one without figures, and exits 5."""
+    lake = txlake.connect(str(tmp_path / "lake"))
+    for name in ("s.gone", "s.kept"):
+        lake.create_table(name, "id long")
+        with lake.transaction() as tx:
+            tx.append(name, pa.table({"id": [1, 2]}))
+    gone = tmp_path / "lake" / "s" / "gone"
+    assert (gone / "_delta_log").is_dir()
+    for path in sorted(gone.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    uri = str(tmp_path / "lake")
+    for args in (("show", "s.gone"), ("describe", "s.gone"), ("history", "s.gone"), ("sql", "SELECT * FROM s.gone")):
+        done = cli(*args, "--uri", uri)
+        line = assert_clean_failure(done, ExitCode.CORRUPT)
+        assert "'s.gone' is in the catalog but its Delta log" in line and "did you mean" not in line, line
+        assert "txlake doctor" in done.stderr, done.stderr
+    done = cli("tables", "--uri", uri, "--json")
+    assert done.returncode == ExitCode.CORRUPT, done.stderr
+    listed = {t["name"]: t for t in json.loads(done.stdout)["tables"]}
+    assert listed["s.kept"]["rows"] == 2 and listed["s.kept"]["problem"] is None
+    assert listed["s.gone"]["rows"] is None and listed["s.gone"]["damaged"] is True
+    assert error_lines(done.stderr) == [f"error: {listed['s.gone']['problem']}; run `txlake doctor`"]

@@ -10,13 +10,16 @@ import subprocess
 import time
 from pathlib import Path
 
+import deltalake
+import pyarrow as pa
 import pytest
 
 import txlake
 from tests.cli.real import EXE, assert_clean_failure, environment, tree
 from tests.cli.real import txlake as cli
-from txlake.cli.exit_codes import ExitCode
+from txlake.cli.exit_codes import LOCAL_PATH_HINT, ExitCode
 from txlake.cli.options import URI_ENV
+from txlake.errors import StorageError
 
 DEMO = ("--no-spark", "--seconds", "0.3", "--workers", "1", "--accounts", "2", "--json")
 
@@ -42,6 +45,22 @@ def test_a_local_path_with_hash_or_question_mark_is_taken_literally(tmp_path: Pa
     assert txlake.connect(str(demo), create=False).tables() == ["bank.east", "bank.north", "bank.south"]
 
 
+def test_table_location_is_a_uri_plain_delta_clients_open(tmp_path: Path) -> None:
+    """Under a directory named ``a#b c%d``, ``table_location`` percent-encodes what URIs reserve, so delta-rs
+    opens the very table (it would read ``#`` as a fragment); ordinary paths are unchanged."""
+    lake = txlake.connect(str(tmp_path / "a#b c%d"))
+    lake.create_table("s.t", pa.schema([("id", pa.int64())]))
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2]}))
+    location = lake.table_location("s.t")
+    assert location == f"file://{tmp_path}/a%23b%20c%25d/s/t"
+    table = deltalake.DeltaTable(location)
+    assert table.version() == 1 and len(table.file_uris()) == 1
+    plain = txlake.connect(str(tmp_path / "plain"))
+    plain.create_table("s.t", pa.schema([("id", pa.int64())]))
+    assert plain.table_location("s.t") == f"file://{tmp_path}/plain/s/t"
+
+
 def test_a_path_that_cannot_hold_a_lakehouse_is_a_storage_error(tmp_path: Path) -> None:
     """A name longer than the file system allows, a path below a regular file: exit 7 naming the path and
     the reason, not an internal error."""
@@ -58,6 +77,18 @@ def test_a_path_that_cannot_hold_a_lakehouse_is_a_storage_error(tmp_path: Path) 
         assert reason in line and "internal error" not in line, line
     assert a_file.read_text() == "not a directory"
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_a_directory_where_nothing_can_be_written_names_the_reason_not_credentials() -> None:
+    """``/proc/self`` exists but holds no new directories: the first PUT fails; the error says why in plain
+    words and the hint is about the local path (not AWS credentials, nor obstore's "Generic LocalFileSystem")."""
+    done = cli("init", "/proc/self")
+    line = assert_clean_failure(done, ExitCode.STORAGE)
+    assert "virtual file system (proc)" in line and "Generic" not in line, line
+    assert LOCAL_PATH_HINT in done.stderr and "credentials" not in done.stderr, done.stderr
+    with pytest.raises(StorageError, match="virtual file system"):
+        txlake.connect("/proc/self")
 
 
 # ------------------------------------------------------------------------------------- demo --fresh
@@ -122,6 +153,8 @@ def test_single_slash_file_uris_name_the_absolute_directory(tmp_path: Path) -> N
         ["--chart", "/proc/txlake-demo.png"],
         ["--chart", "{tmp}/no/such/dir/chart.png"],
         ["--chart", "{tmp}"],
+        ["--uri", "{tmp}/elsewhere"],  # two places: --path and --uri
+        ["--s3"],
     ],
 )
 def test_demo_arguments_are_checked_before_anything_runs(tmp_path: Path, args: list[str]) -> None:
@@ -152,3 +185,10 @@ def test_ctrl_c_during_the_demo_stops_its_workers_quietly(tmp_path: Path) -> Non
     assert err.strip().splitlines() == ["error: interrupted"], err
     doctor = cli("doctor", "--uri", str(target))
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
+def test_demo_with_an_empty_path_is_refused_not_the_default(tmp_path: Path) -> None:
+    before = sorted(p.name for p in Path.cwd().iterdir())
+    line = assert_clean_failure(cli("demo", "--no-spark", "--path", ""), ExitCode.USAGE)
+    assert "--path is empty" in line
+    assert sorted(p.name for p in Path.cwd().iterdir()) == before

@@ -243,3 +243,36 @@ def test_arrow_and_spark_agree(tmp_path: Path, capsys: pytest.CaptureFixture[str
         auto, on_spark = docs
         assert auto["rows"] == on_spark["rows"], query
         assert (auto["engine"], on_spark["engine"]) == (engine, "spark"), query
+
+
+def test_arrow_and_spark_agree_where_spark_ansi_mode_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
+) -> None:
+    """Spark (ANSI) fails a division by zero and a CAST of a string that is no number, where txlake's
+    expressions give NULL: ``--engine auto`` gives Spark's answer (the error, exit 8), ``--engine arrow``
+    refuses (exit 8) rather than return NULLs, and a query whose rows never meet the case stays on Arrow."""
+    _lake(tmp_path)
+    for query in (
+        "SELECT id / (id - 3) AS q FROM app.people",
+        "SELECT CAST(name AS int) AS n FROM app.people",
+        "SELECT id FROM app.people WHERE id % (id - 2) = 0",
+        "SELECT id FROM app.people ORDER BY id div (id - 5)",
+    ):
+        for asked in ("auto", "spark", "arrow"):
+            assert main(["sql", query, "--uri", str(tmp_path), "--engine", asked]) == 8, (query, asked)
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and "Traceback" not in err, err
+    queries = {
+        "SELECT id, id / (id - 3) AS q FROM app.people WHERE id <> 3 ORDER BY id": "arrow",
+        "SELECT id, CAST(name AS int) AS n FROM app.people WHERE name IS NULL": "arrow",
+        "SELECT id, TRY_CAST(name AS int) AS n FROM app.people ORDER BY id": "arrow",
+        "SELECT id, CASE WHEN id <> 3 THEN 10 / (id - 3) END AS q FROM app.people ORDER BY id": "spark",
+    }
+    for query, engine in queries.items():
+        docs = []
+        for asked in ("auto", "spark"):
+            assert main(["sql", query, "--uri", str(tmp_path), "--engine", asked, "--json"]) == 0, query
+            docs.append(json.loads(capsys.readouterr().out))
+        auto, on_spark = docs
+        assert auto["rows"] == on_spark["rows"], query
+        assert (auto["engine"], on_spark["engine"]) == (engine, "spark"), query

@@ -83,3 +83,29 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(command: list[str], ba
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0, err
     assert "Traceback" not in err and "error:" not in err, err
+
+
+@pytest.mark.parametrize("columns", ["0", "-3", "wide"])
+def test_a_columns_value_that_is_no_width_is_ignored(
+    bank: txlake.Lakehouse, txlake_cli: Txlake, monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    """``COLUMNS=0`` used to make rich drop the title and the footer; now it is as if ``COLUMNS`` were unset."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", columns)
+    run = txlake_cli("tables", "--uri", bank.uri)
+    out = ANSI.sub("", run.out)
+    assert run.code == 0
+    assert out.startswith("tables at lakehouse version ") and "2 table(s)" in out, out
+    assert "bank.checking" in out and "bank.savings" in out
+
+
+def test_no_color_means_no_terminal_styles_at_all(
+    bank: txlake.Lakehouse, txlake_cli: Txlake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _terminal(monkeypatch, 120)
+    run = txlake_cli("tables", "--uri", bank.uri)
+    assert ANSI.search(run.out), "a terminal gets styles (the check below would prove nothing)"
+    monkeypatch.setenv("NO_COLOR", "1")
+    run = txlake_cli("tables", "--uri", bank.uri)
+    assert run.code == 0 and "bank.checking" in run.out
+    assert "\x1b" not in run.out and "\x1b" not in run.err

@@ -41,6 +41,22 @@ def test_the_caret_points_at_the_problem(sql: str, reason: str, caret: int) -> N
     assert marker == "  " + " " * caret + "^"
 
 
+@pytest.mark.parametrize(
+    ("sql", "same_columns"),
+    [
+        ("id\t= +", "id = +"),  # a tab under the tab (then it lines up whatever the tab stops)
+        ("名前 = +", "abcd = +"),  # wide characters take two columns
+        ("cafe\u0301 = +", "cafe = +"),  # a combining accent takes none
+    ],
+)
+def test_the_caret_lines_up_under_tabs_and_wide_characters(sql: str, same_columns: str) -> None:
+    _, line, marker = _error(sql)
+    _, _, plain_marker = _error(same_columns)
+    assert line == f"  {sql}"
+    assert marker.replace("\t", " ") == plain_marker, (marker, plain_marker)
+    assert ("\t" in marker) == ("\t" in sql)
+
+
 def test_a_multi_line_expression_shows_the_line_with_the_problem() -> None:
     first, line, marker = _error("id = 1 AND\n  balance >")
     assert first.endswith("expected an expression after '>'")

@@ -503,6 +503,34 @@ def test_bucket_and_region_names_obstore_cannot_use_are_refused(
     assert info.value.argument == argument
 
 
+@pytest.mark.parametrize(
+    "endpoint", ["http://localhost:8333/bucket", "http://localhost:8333/a/b/", "http://localhost:8333/?x=1"]
+)
+def test_an_endpoint_names_only_the_server(endpoint: str) -> None:
+    """A path in the endpoint is most often the bucket put in the wrong place: say where it goes."""
+    with pytest.raises(InvalidArgumentError, match=r"s3://bucket/prefix") as info:
+        ObjectStore.from_uri("s3://bucket/lake", {"aws_endpoint_url": endpoint, "aws_access_key_id": "k"})
+    assert info.value.argument == "storage_options" and repr(endpoint) in str(info.value)
+    ObjectStore.from_uri("s3://bucket/lake", {"aws_endpoint_url": "http://localhost:8333/", "aws_allow_http": "true"})
+
+
+@pytest.mark.parametrize("key", ["aws_allow_http", "aws_skip_signature", "aws_virtual_hosted_style_request"])
+@pytest.mark.parametrize("value", ["maybe", "", "tru", "2"])
+def test_a_boolean_option_is_true_or_false_not_anything_else(key: str, value: str) -> None:
+    """``aws_allow_http=maybe`` used to mean false without a word; now it is refused, naming the option."""
+    with pytest.raises(InvalidArgumentError, match="must be true or false") as info:
+        ObjectStore.from_uri("s3://bucket/lake", {key: value})
+    assert repr(key) in str(info.value) and repr(value) in str(info.value)
+    for word in ("TRUE", "false", "1", "0", "yes", "Off"):
+        ObjectStore.from_uri("s3://bucket/lake", {key: word, "aws_endpoint_url": "http://localhost:1"})
+
+
+def test_aws_allow_http_from_the_environment_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "perhaps")
+    with pytest.raises(InvalidArgumentError, match="AWS_ALLOW_HTTP environment variable must be true or false"):
+        ObjectStore.from_uri("s3://bucket/lake", {"aws_endpoint_url": "http://localhost:1"})
+
+
 def test_an_endpoint_from_the_environment_is_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ENDPOINT_URL", "localhost:8333")
     with pytest.raises(InvalidArgumentError) as info:

@@ -52,6 +52,7 @@ from rich.table import Table
 import txlake
 from txlake.bench.args import key_value, positive, positive_float
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
+from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
 from txlake.lake import Lakehouse
 from txlake.storage import FaultInjector, ObjectStore, RequestCounts, RequestKind
@@ -940,7 +941,7 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
     """Measure every requested part on every backend; return the reports (progress goes to ``console``)."""
     if options.repeat < 1:
         raise ValueError("repeat must be >= 1")
-    console = console or Console(stderr=True)
+    console = console or console_for(stderr=True)
     deltalake = _import_deltalake()
     single: list[BenchRow] = []
     tables: list[BenchRow] = []
@@ -1123,16 +1124,16 @@ def _print_profiles(profiles: Sequence[ProfileResult], console: Console) -> None
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    console = Console()
+    console = console_for()
     try:
         result = run_commit_bench(options_from_args(args), out)
     except ModuleNotFoundError as exc:
         if exc.name != "deltalake":
             raise
-        Console(stderr=True).print("the commit benchmark needs the baseline: pip install deltalake")
+        console_for(stderr=True).print("the commit benchmark needs the baseline: pip install deltalake")
         return 2
     except SeaweedFSError as exc:
-        Console(stderr=True).print(f"could not start SeaweedFS ({exc}); use --no-s3 or --s3-endpoint")
+        console_for(stderr=True).print(f"could not start SeaweedFS ({exc}); use --no-s3 or --s3-endpoint")
         return 2
     for report in result.reports:
         print_report(report, console)

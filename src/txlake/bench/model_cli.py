@@ -17,7 +17,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from txlake.bench.args import positive, positive_float
@@ -38,6 +37,7 @@ from txlake.bench.model import (
     seaweedfs_here,
 )
 from txlake.bench.report import machine_info
+from txlake.cli.output import console_for
 
 NAME = "model"
 HELP = "predicted commit throughput (simulation calibrated here): old vs new protocol, SeaweedFS and S3"
@@ -262,7 +262,7 @@ def plot(
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = console_for()
     client = ClientCosts()
     envs: list[Environment] = [seaweedfs_here(client)]
     envs += [s3(put, get) for put, get in (args.s3 or DEFAULT_S3)]

@@ -22,6 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from txlake.cli.output import console_for
+
 CANDIDATE = "txlake"
 REPORTED_PACKAGES = ("txlake", "pyarrow", "deltalake", "obstore", "pyspark")
 
@@ -184,7 +186,7 @@ def write_report(out_dir: str | os.PathLike[str], report: BenchReport) -> tuple[
 
 def print_report(report: BenchReport, console: Console | None = None) -> None:
     """A rich table of every configuration with both values and the ratio (coloured against the target)."""
-    console = console or Console()
+    console = console or console_for()
     target = f" (target <= {report.target_ratio:g}x)" if report.target_ratio is not None else ""
     table = Table(title=f"{report.name}: {report.metric}{target}")
     table.add_column("config")

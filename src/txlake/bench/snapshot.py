@@ -29,6 +29,7 @@ from rich.console import Console
 
 from txlake.bench.args import key_value, positive
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
+from txlake.cli.output import console_for
 from txlake.delta import Add, DeltaLog, DeltaTable, commit_info, compute_stats, load_snapshot
 from txlake.delta.actions import Action, now_ms
 from txlake.storage import ObjectStore
@@ -194,7 +195,7 @@ def run_snapshot_bench(options: SnapshotBenchOptions, console: Console | None = 
     """Build, measure and return the report (nothing printed but progress)."""
     if options.repeat < 1:
         raise ValueError("repeat must be >= 1")
-    console = console or Console(stderr=True)
+    console = console or console_for(stderr=True)
     deltalake = _import_deltalake()
     sample = SampleFile.make()
     rows: list[BenchRow] = []
@@ -285,9 +286,9 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if exc.name != "deltalake":
             raise
-        Console(stderr=True).print("the snapshot benchmark needs the baseline: pip install deltalake")
+        console_for(stderr=True).print("the snapshot benchmark needs the baseline: pip install deltalake")
         return 2
     print_report(report)
     json_path, png_path = write_report(args.out, report)
-    Console().print(f"wrote {json_path} and {png_path}")
+    console_for().print(f"wrote {json_path} and {png_path}")
     return 0

@@ -54,6 +54,7 @@ from rich.table import Table
 import txlake
 from txlake.bench.args import positive, positive_float
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
+from txlake.cli.output import console_for
 from txlake.delta.files import decode_path
 from txlake.expr import FileStats, parse_predicate
 from txlake.lake import Lakehouse
@@ -667,7 +668,7 @@ def run_spark_bench(options: SparkBenchOptions, console: Console | None = None) 
     """Generate the data, run the selected parts in one Spark session, return their reports."""
     if options.repeat < 1 or options.warmup < 0 or options.ranges < 1:
         raise ValueError("repeat and ranges must be >= 1, warmup >= 0")
-    console = console or Console(stderr=True)
+    console = console or console_for(stderr=True)
     reports: list[BenchReport] = []
     with _work_dir(options, console) as work:
         if options.data is not None:
@@ -778,16 +779,16 @@ def options_from_args(args: argparse.Namespace) -> SparkBenchOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = console_for()
     try:
         reports = run_spark_bench(options_from_args(args))
     except ModuleNotFoundError as exc:
         if exc.name is None or not exc.name.startswith("pyspark"):
             raise
-        Console(stderr=True).print("the spark benchmark needs PySpark: pip install 'txlake[spark]'")
+        console_for(stderr=True).print("the spark benchmark needs PySpark: pip install 'txlake[spark]'")
         return 2
     except ToolNotFoundError as exc:
-        Console(stderr=True).print(str(exc))
+        console_for(stderr=True).print(str(exc))
         return 2
     for report in reports:
         print_report(report, console)

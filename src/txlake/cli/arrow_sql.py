@@ -22,8 +22,8 @@ import txlake
 from txlake.errors import InvalidArgumentError, PredicateError
 from txlake.expr import BoundExpression, BoundPredicate, parse_expression, parse_predicate
 from txlake.expr.binder import SqlNode, construct_name
-from txlake.expr.evaluate import broadcast, evaluate
-from txlake.expr.nodes import ColumnRef, walk
+from txlake.expr.evaluate import ansi_violation, broadcast, evaluate
+from txlake.expr.nodes import Arith, Cast, ColumnRef, walk
 from txlake.expr.syntax import caret_lines, describe_syntax_error, empty_item
 
 DIALECT = "spark"
@@ -293,20 +293,42 @@ class ArrowRows:
     matched: int
 
 
+def _ansi_sensitive(bound: BoundExpression | None) -> bool:
+    return bound is not None and any(
+        (isinstance(n, Arith) and n.op in ("/", "%", "div")) or (isinstance(n, Cast) and n.mode == "strict")
+        for n in walk(bound.node)
+    )
+
+
+def _check_ansi(bound: BoundExpression, data: pa.Table) -> None:
+    """Spark runs queries in ANSI mode: where it would fail on these rows (and txlake.expr gives NULL), or where
+    a guard Spark honours but eager evaluation does not may hide such a row, the query is Spark's to answer."""
+    if _ansi_sensitive(bound):
+        violation = ansi_violation(bound.node, data)
+        if violation is not None:
+            raise NeedsSpark(f"{bound.sql!r} meets {violation} on some row, which Spark's ANSI mode reports")
+
+
 def run(snap: txlake.LakehouseSnapshot, query: ArrowQuery, *, limit: int | None) -> ArrowRows:
     """The query's rows (at most ``limit`` of them) and how many it returned in all."""
-    if not query.nan_sensitive:
+    if not query.nan_sensitive and not _ansi_sensitive(query.where):
         data = snap.read_arrow(query.table, where=query.where.sql if query.where is not None else None)
-    else:  # no pruning by statistics either: they follow IEEE too
+    else:  # no pruning by statistics either: they follow IEEE and skip rows Spark's ANSI checks would meet
         data = snap.read_arrow(query.table)
         for ref in query.nan_sensitive:
             values = broadcast(evaluate(ref, data), data.num_rows)
             if pc.any(pc.is_nan(values)).as_py():
                 raise NeedsSpark(f"column {ref.name!r} holds NaN, which Spark compares differently")
-        data = query.where.filter(data) if query.where is not None else data
+        if query.where is not None:
+            _check_ansi(query.where, data)
+            data = query.where.filter(data)
+    for key in query.order:
+        _check_ansi(key.expression, data)
     data = sort_table(data, query.order)
     if query.limit is not None:
         data = data.slice(0, query.limit)
+    for output in query.outputs:
+        _check_ansi(output.expression, data)
     shown = data.slice(0, limit) if limit else data
     arrays = [o.expression.evaluate(shown) for o in query.outputs]
     rows = pa.Table.from_arrays(arrays, names=[o.name for o in query.outputs])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -123,7 +124,11 @@ def cmd_tables(args: argparse.Namespace) -> int:
             known = did_you_mean(args.namespace, namespaces) or f" (namespaces: {', '.join(namespaces) or 'none'})"
             out.note(f"note: no namespace {args.namespace!r} at lakehouse version {result.version}{known}")
     _emit(out, result, render.render_tables)
-    return ExitCode.OK
+    for summary in result.tables:
+        if summary.problem is not None:
+            advice = "; run `txlake doctor`" if summary.damaged else ""
+            sys.stderr.write(f"{'error' if summary.damaged else 'note'}: {summary.problem}{advice}\n")
+    return ExitCode.CORRUPT if any(t.damaged for t in result.tables) else ExitCode.OK
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

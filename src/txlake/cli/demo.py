@@ -28,7 +28,7 @@ from txlake.bench.args import positive, positive_float
 from txlake.cli.exit_codes import UsageError
 from txlake.cli.jvm import start_spark, stop_spark
 from txlake.cli.options import URI_ENV, add_location_arguments, normalize_uri, storage_options_from
-from txlake.cli.output import PipeConsole, console_for
+from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
 from txlake.storage.local import local_directory_error
 from txlake.storage.store import local_root
@@ -264,7 +264,7 @@ def run_demo(
     With ``spark``, accounts are loaded by a Spark job and the readers check the total with Spark SQL
     over one consistent lakehouse snapshot; transfers are small Arrow transactions either way.
     """
-    console = console or PipeConsole()
+    console = console or console_for()
     opening = 1000
     lake = txlake.connect(uri, storage_options, spark=spark)
     if set(BANKS) - set(lake.tables()):
@@ -552,8 +552,21 @@ def _check_chart(chart: Path) -> None:
         ) from exc
 
 
+def _check_location_arguments(args: argparse.Namespace) -> None:
+    """One way to say where the demo runs: ``--path``, ``--uri`` or ``--s3`` (never one silently ignored)."""
+    if args.path is not None and not args.path.strip():
+        raise UsageError("--path is empty", hint=f"give a directory, or leave --path out for {DEFAULT_PATH}")
+    given = [flag for flag, value in (("--path", args.path), ("--uri", args.uri), ("--s3", args.s3)) if value]
+    if len(given) > 1:
+        raise UsageError(
+            f"{' and '.join(given)} both say where the demo runs",
+            hint="give one of --path DIR, --uri URI or --s3",
+        )
+
+
 def run(args: argparse.Namespace, storage_options: dict[str, str] | None = None) -> int:
     console = console_for(stderr=args.json)
+    _check_location_arguments(args)
     if args.chart:
         _check_chart(Path(args.chart))
     with ExitStack() as stack:

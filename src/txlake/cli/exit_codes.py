@@ -121,12 +121,14 @@ def _feature_hint(exc: BaseException) -> str:
 
 
 _REQUEST = re.compile(r"^(?P<request>(?:GET|HEAD|LIST|PUT|DELETE) \S+ failed(?: after \d+ attempts)?): ")
+_REQUEST_ON_FILE = re.compile(r"^(?:GET|HEAD|LIST|PUT|DELETE) file:/")
 _TIMING = re.compile(r" in [0-9.]+(?:ns|µs|us|ms|s) - ")
 
 
 def _is_local(exc: BaseException) -> bool:
+    """A local path's problem: the error names an absolute path, or a request on a ``file://`` store failed."""
     path = getattr(exc, "path", None)
-    return isinstance(path, str) and path.startswith("/")
+    return (isinstance(path, str) and path.startswith("/")) or _REQUEST_ON_FILE.match(str(exc)) is not None
 
 
 def _storage_message(exc: BaseException, first_line: str) -> str:
@@ -155,7 +157,7 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
         ExitCode.CORRUPT,
         "a data file was deleted outside txlake; run `txlake doctor` to list every missing file",
     ),
-    (CorruptLogError, ExitCode.CORRUPT, "run `txlake doctor` to locate the damaged log entry"),
+    (CorruptLogError, ExitCode.CORRUPT, "run `txlake doctor`: it lists every damaged table and log entry"),
     (TableNotFoundError, ExitCode.NOT_FOUND, "list the tables with `txlake tables` (names are namespace.table)"),
     (
         VersionNotFoundError,

@@ -15,7 +15,7 @@ from txlake import __version__
 from txlake.cli import demo, jvm
 from txlake.cli.commands import add_commands
 from txlake.cli.exit_codes import ExitCode, describe_failure, epilog
-from txlake.cli.options import PUBLIC_OPTIONS, STORAGE_ENV, URI_ENV, SecretMasker
+from txlake.cli.options import PUBLIC_OPTIONS, STORAGE_ENV, URI_ENV, SecretMasker, storage_option
 
 ENVIRONMENT = f"""environment:
   {URI_ENV:<22} lakehouse URI when --uri is not given (demo: default ./txlake-demo)
@@ -53,6 +53,18 @@ def build_parser(*, workloads: bool = True) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"txlake {__version__}")
     parser.add_argument("--debug", action="store_true", help="show stack traces on errors (secrets masked)")
+    parser.add_argument(
+        "--uri", dest="global_uri", metavar="URI", help="lakehouse location, for the command (as its own --uri)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        dest="global_storage_options",
+        metavar="KEY=VALUE",
+        type=storage_option,
+        action="append",
+        default=[],
+        help="object store option for the command, repeatable (as its own --storage-option)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     add_commands(sub)
     demo_parser = sub.add_parser("demo", help="concurrent bank transfers on a local lakehouse (the main job)")
@@ -109,13 +121,50 @@ def is_panic(exc: BaseException) -> bool:
     return type(exc).__name__ == "PanicException" and type(exc).__module__ == "pyo3_runtime"
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` names (``txlake bench commit``'s own), for its usage line."""
+    for dest in ("command", "workload"):
+        chosen = getattr(args, dest, None)
+        subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if chosen is None or subparsers is None or chosen not in subparsers.choices:
+            break
+        parser = subparsers.choices[chosen]
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """``words`` parsed; leftover words are an error shown with the command's own usage, and the top-level
+    ``--uri`` / ``--storage-option`` (``txlake --uri X tables``) go to the command."""
+    args, extra = parser.parse_known_args(words)
+    command = _command_parser(parser, args)
+    if extra:
+        raise ArgumentsError(f"unrecognized arguments: {' '.join(extra)}", command.prog, command.format_usage())
+    global_uri, global_options = args.global_uri, args.global_storage_options
+    del args.global_uri, args.global_storage_options
+    if global_uri is None and not global_options:
+        return args
+    if args.command is None:
+        raise ArgumentsError("no command given (the lakehouse options go with one)", parser.prog, parser.format_usage())
+    if not hasattr(args, "uri"):
+        raise ArgumentsError(
+            f"--uri and --storage-option do not apply to `{command.prog}`", command.prog, command.format_usage()
+        )
+    if global_uri is not None:
+        if getattr(args, "uri", None) not in (None, global_uri):
+            raise ArgumentsError("--uri is given twice, with different values", command.prog, command.format_usage())
+        args.uri = global_uri
+    if global_options:
+        args.storage_options = [*global_options, *getattr(args, "storage_options", [])]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``txlake`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
     masker = SecretMasker.from_sources(secret_pairs(words), os.environ)
     parser = build_parser(workloads="bench" in words)
     try:
-        args = parser.parse_args(words)
+        args = _parse(parser, words)
     except ArgumentsError as exc:
         sys.stderr.write(masker(exc.usage))
         _print_error(masker, str(exc), f"see `{exc.prog} --help`")

@@ -157,16 +157,37 @@ PIPE_WIDTH = 160
 """Line width of human output that goes to a pipe or file (a terminal's own width is used otherwise)."""
 
 
+def _columns() -> int | None:
+    """``$COLUMNS`` when it is a positive number (rich would take ``COLUMNS=0`` literally and drop every title)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return columns if columns > 0 else None
+
+
 def _width(stream: TextIO | None = None) -> int | None:
-    """Rich measures terminals itself; a pipe gets :data:`PIPE_WIDTH` (or ``$COLUMNS``) instead of 80."""
+    """The line width: ``$COLUMNS`` if set to a positive number, else the terminal's width, else (a pipe or a
+    file) :data:`PIPE_WIDTH` instead of rich's 80."""
     stream = stream if stream is not None else sys.stdout
+    columns = _columns()
+    if columns is not None:
+        return columns
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # a closed or replaced stream
         tty = False
-    if "COLUMNS" in os.environ or tty:
-        return None
-    return PIPE_WIDTH
+    if not tty:
+        return PIPE_WIDTH
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, OSError, ValueError):
+        return 80
+
+
+def plain_text() -> bool:
+    """``NO_COLOR`` is set (to anything but the empty text): no colour and no other terminal styles."""
+    return os.environ.get("NO_COLOR", "") != ""
 
 
 class PipeConsole(Console):
@@ -180,9 +201,15 @@ class PipeConsole(Console):
         raise BrokenPipeError
 
 
-def console_for(*, stderr: bool = False) -> Console:
-    """A console on stdout (or stderr) that is :data:`PIPE_WIDTH` wide when it is not a terminal."""
-    return PipeConsole(stderr=stderr, highlight=False, width=_width(sys.stderr if stderr else sys.stdout))
+def console_for(*, stderr: bool = False) -> PipeConsole:
+    """A console on stdout (or stderr): :data:`PIPE_WIDTH` wide when it is not a terminal, no styles at all
+    under ``NO_COLOR``."""
+    return PipeConsole(
+        stderr=stderr,
+        highlight=False,
+        width=_width(sys.stderr if stderr else sys.stdout),
+        color_system=None if plain_text() else "auto",
+    )
 
 
 def _measure(console: Console, table: Table) -> Measurement:
@@ -199,8 +226,8 @@ class Output:
 
     def __init__(self, json_mode: bool, *, console: Console | None = None, stderr: Console | None = None) -> None:
         self.json_mode = json_mode
-        self.console = console or PipeConsole(highlight=False, width=_width())
-        self.stderr = stderr or PipeConsole(stderr=True, highlight=False, width=_width(sys.stderr))
+        self.console = console or console_for()
+        self.stderr = stderr or console_for(stderr=True)
 
     def json(self, doc: Any) -> None:
         sys.stdout.write(json.dumps(to_jsonable(doc), indent=2, ensure_ascii=False, allow_nan=False) + "\n")

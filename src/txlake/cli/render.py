@@ -56,7 +56,7 @@ def render_tables(out: Output, result: TableList) -> None:
             _num(t.delta_version),
             _num(t.files),
             _num(t.rows),
-            Text(human_size(t.size_bytes)),
+            _num(None) if t.size_bytes is None else Text(human_size(t.size_bytes)),
             cell(t.location, width=4096),
         )
     scope = f" in namespace {result.namespace}" if result.namespace else ""

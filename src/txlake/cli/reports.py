@@ -18,9 +18,10 @@ from txlake.cli.output import timestamp
 from txlake.cli.suggest import did_you_mean
 from txlake.delta import DeltaLog, Snapshot, history
 from txlake.delta.schema import arrow_type_to_delta
-from txlake.errors import SchemaMismatchError, VersionNotFoundError
+from txlake.errors import CorruptLogError, SchemaMismatchError, UnsupportedFeatureError, VersionNotFoundError
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry, apply
+from txlake.lakehouse.tables import missing_log_error
 
 # ------------------------------------------------------------------------------------------------ init
 
@@ -39,11 +40,15 @@ class InitResult:
 class TableSummary:
     name: str
     id: str
-    delta_version: int
-    files: int
+    delta_version: int | None
+    files: int | None
     rows: int | None
-    size_bytes: int
+    size_bytes: int | None
     location: str
+    problem: str | None = None
+    """Why the table's Delta state cannot be read (its log deleted or damaged, a feature txlake lacks)."""
+    damaged: bool = False
+    """The problem is damage (``txlake doctor``), not a feature txlake does not read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,13 @@ def list_tables(lake: txlake.Lakehouse, *, namespace: str | None, version: int |
     summaries = []
     for name in snap.tables(namespace):
         entry = snap.entry(name)
-        delta = snap.delta_snapshot(name)
+        try:
+            delta = snap.delta_snapshot(name)
+        except (CorruptLogError, UnsupportedFeatureError) as exc:  # the other tables are still listed
+            damaged = isinstance(exc, CorruptLogError)
+            location = lake.store.url(entry.path)
+            summaries.append(TableSummary(name, entry.id, None, None, None, None, location, str(exc), damaged))
+            continue
         summaries.append(
             TableSummary(
                 name,
@@ -226,8 +237,11 @@ def table_history(lake: txlake.Lakehouse, name: str, *, limit: int | None) -> Ta
     entry = snap.entry(name)
     mapped = snap.table_version(name)
     log = DeltaLog(lake.store, entry.path, name=entry.name)
+    entries = history(log, limit)
+    if not entries and not log.exists():
+        raise missing_log_error(entry, log)
     commits = []
-    for c in history(log, limit):
+    for c in entries:
         info = c.commit_info
         tag = info.get("txlake")
         tag = tag if isinstance(tag, Mapping) else {}

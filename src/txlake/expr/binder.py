@@ -44,6 +44,7 @@ from txlake.expr.types import (
     parse_number,
     represents_exactly,
 )
+from txlake.typenames import spark_type_name
 
 N = TypeVar("N", bound=Node)
 
@@ -388,7 +389,7 @@ class Binder:
         try:
             return replace(node, type=result_type(node))
         except ARROW_ERRORS as exc:
-            types = ", ".join(str(c.type) for c in node.children())
+            types = ", ".join(spark_type_name(c.type) for c in node.children())
             raise self.error(f"operation {_describe(node)} is not supported on ({types})") from exc
 
     def _boolean(self, node: Node, what: str) -> Node:
@@ -396,7 +397,7 @@ class Binder:
             return node
         if family(node.type) == "null":
             return self.coerce(node, pa.bool_())
-        raise self.error(f"{what} needs a boolean operand, got {node.type}")
+        raise self.error(f"{what} needs a boolean operand, got {spark_type_name(node.type)}")
 
     def coerce(self, node: Node, target: pa.DataType) -> Node:
         """``node`` as type ``target``: constants are converted, other nodes widened by a cast."""
@@ -406,7 +407,7 @@ class Binder:
             try:
                 return Const(type=target, value=convert_value(node.value, target))
             except (ValueError, ArithmeticError) as exc:
-                raise self.error(f"literal {node.value!r} cannot be used as {target}") from exc
+                raise self.error(f"literal {node.value!r} cannot be used as {spark_type_name(target)}") from exc
         return self.typed(Cast(type=target, arg=node, mode="widen"))
 
     def unify(self, nodes: Sequence[Node], what: str) -> list[Node]:
@@ -423,7 +424,9 @@ class Binder:
                     try:
                         value = coerce_string_literal(value, target)
                     except (ValueError, ArithmeticError) as exc:
-                        raise self.error(f"literal {value!r} cannot be compared with {target}") from exc
+                        raise self.error(
+                            f"literal {value!r} cannot be compared with {spark_type_name(target)}"
+                        ) from exc
                 if not represents_exactly(value, target):
                     target = self._common(target, literal_type(value), what)
             values.append(value)
@@ -441,7 +444,7 @@ class Binder:
     def _common(self, a: pa.DataType, b: pa.DataType, what: str) -> pa.DataType:
         common = common_type(a, b)
         if common is None:
-            raise self.error(f"{what} cannot mix {a} and {b}")
+            raise self.error(f"{what} cannot mix {spark_type_name(a)} and {spark_type_name(b)}")
         return common
 
     # ---------------------------------------------------------------------------------------- handlers
@@ -474,14 +477,15 @@ class Binder:
             value = -arg.value
             return Const(type=literal_type(value), value=value)
         if not is_numeric(arg.type):
-            raise self.error(f"unary minus needs a number, got {arg.type}")
+            raise self.error(f"unary minus needs a number, got {spark_type_name(arg.type)}")
         return self.typed(Negate(type=arg.type, arg=arg))
 
     def _cast(self, node: exp.Cast) -> Node:
         target = arrow_type(node.to)
         if target is None:
             raise self.error(f"unsupported type {node.to.sql(dialect='spark')}")
-        strict = not isinstance(node, exp.TryCast)
+        # sqlglot's Spark dialect reads CAST as a TryCast (Spark's ANSI-off meaning); only TRY_CAST is `safe`
+        strict = not (isinstance(node, exp.TryCast) and node.args.get("safe"))
         arg = self.bind(node.this)
         if isinstance(arg, Const):
             try:
@@ -492,7 +496,7 @@ class Binder:
                 return Const(type=target, value=None)
         if arg.type == target:
             return arg
-        return self.typed(Cast(type=target, arg=arg, mode="try"))
+        return self.typed(Cast(type=target, arg=arg, mode="strict" if strict else "try"))
 
     def _compare(self, op: CompareOp, left: SqlNode, right: SqlNode) -> Node:
         lhs, rhs = self.unify([self.bind(left), self.bind(right)], f"comparison {op}")
@@ -561,7 +565,7 @@ class Binder:
         operands = [self.bind(left), self.bind(right)]
         for operand in operands:
             if not (is_numeric(operand.type) or family(operand.type) == "null"):
-                raise self.error(f"arithmetic {op} needs numbers, got {operand.type}")
+                raise self.error(f"arithmetic {op} needs numbers, got {spark_type_name(operand.type)}")
         lhs, rhs = self.unify(operands, f"arithmetic {op}")
         if family(lhs.type) == "null":
             lhs, rhs = self.coerce(lhs, pa.int32()), self.coerce(rhs, pa.int32())
@@ -661,7 +665,7 @@ class Binder:
         if family(arg.type) == "null":
             arg = self.coerce(arg, pa.int32())
         if not is_numeric(arg.type):
-            raise self.error(f"{name.upper()} needs a number, got {arg.type}")
+            raise self.error(f"{name.upper()} needs a number, got {spark_type_name(arg.type)}")
         return self.typed(Call(type=pa.null(), name=name, args=(arg,), params=params))
 
     def _round(self, node: exp.Round) -> Node:

@@ -4,7 +4,8 @@ Every composite node is computed by :func:`apply` from its children's values; bi
 function on empty arrays to learn each node's result type, so types at bind time and at run time agree.
 Semantics follow Spark with ANSI mode off where that keeps guarded expressions safe under eager evaluation
 (``x / 0`` and ``x % 0`` are NULL, an invalid CAST is NULL) and refuse silently wrong results elsewhere
-(integer overflow raises).
+(integer overflow raises). Where Spark's ANSI answer matters (``txlake sql``), :func:`ansi_violation` tells
+whether any row meets one of those cases.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from txlake.expr.nodes import (
     Node,
     Not,
     Or,
+    walk,
 )
 from txlake.expr.types import is_string
+from txlake.typenames import spark_type_name
 
 Datum = Any  # a pa.Array or a pa.Scalar
 
@@ -83,6 +86,28 @@ def evaluate(node: Node, table: pa.Table) -> Datum:
         return pa.scalar(node.value, type=node.type)
     args = [evaluate(child, table) for child in node.children()]
     return apply(node, args, table.num_rows)
+
+
+def ansi_violation(node: Node, table: pa.Table) -> str | None:
+    """What in ``node`` Spark's ANSI mode would fail on some row of ``table`` where :func:`evaluate` gives NULL:
+    a division or remainder by zero, a CAST (not TRY_CAST) of a value it cannot convert; ``None`` if nothing.
+
+    Every part of ``node`` is checked on every row, as :func:`evaluate` computes it, so a part Spark would skip
+    (``CASE WHEN b <> 0 THEN a / b END``) counts too: the answer is "Spark may differ", for callers that then
+    leave the expression to Spark.
+    """
+    for part in walk(node):
+        if isinstance(part, Arith) and part.op in ("/", "%", "div"):
+            divisor = broadcast(evaluate(part.right, table), table.num_rows)
+            zero = pa.scalar(Decimal(0) if pa.types.is_decimal(divisor.type) else 0, type=divisor.type)
+            if pc.any(pc.equal(divisor, zero)).as_py():
+                return "a division by zero"
+        elif isinstance(part, Cast) and part.mode == "strict":
+            source = broadcast(evaluate(part.arg, table), table.num_rows)
+            result = broadcast(apply(part, [source], table.num_rows), table.num_rows)
+            if result.null_count > source.null_count:
+                return f"a CAST of a value that is not a valid {spark_type_name(part.type)}"
+    return None
 
 
 def result_type(node: Node) -> pa.DataType:
@@ -223,7 +248,7 @@ def _arith(node: Arith, a: Datum, b: Datum) -> Datum:
 def apply(node: Node, args: Sequence[Datum], n: int) -> Datum:
     """Compute ``node`` from its children's values ``args`` (in ``node.children()`` order) over ``n`` rows."""
     if isinstance(node, Cast):
-        if node.mode == "try":
+        if node.mode in ("try", "strict"):
             return _try_cast(args[0], node.type)
         return pc.cast(args[0], node.type, safe=True)
     if isinstance(node, Compare):

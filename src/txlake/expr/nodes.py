@@ -14,7 +14,8 @@ import pyarrow as pa
 CompareOp = Literal["=", "!=", "<", "<=", ">", ">=", "<=>"]
 ArithOp = Literal["+", "-", "*", "/", "%", "div"]
 LikeMode = Literal["like", "ilike", "rlike"]
-CastMode = Literal["widen", "try"]
+CastMode = Literal["widen", "try", "strict"]
+"""``strict``: a CAST that Spark (ANSI) fails on a value it cannot convert; evaluated as ``try`` (NULL) here."""
 
 FLIPPED: dict[CompareOp, CompareOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "<=>": "<=>"}
 

@@ -18,6 +18,7 @@ from txlake.expr.evaluate import ARROW_ERRORS, broadcast, evaluate
 from txlake.expr.nodes import ColumnRef, Node, walk
 from txlake.expr.stats import FileStats, may_match
 from txlake.expr.syntax import caret_lines, describe_syntax_error
+from txlake.typenames import spark_type_name
 
 DIALECT = "spark"
 
@@ -95,7 +96,9 @@ class Predicate(Expression):
         node = binder.bind(self.tree)
         if not pa.types.is_boolean(node.type):
             if not pa.types.is_null(node.type):
-                raise PredicateError(f"{self.sql!r} is not a boolean condition ({node.type})", expression=self.sql)
+                raise PredicateError(
+                    f"{self.sql!r} is not a boolean condition ({spark_type_name(node.type)})", expression=self.sql
+                )
             node = binder.coerce(node, pa.bool_())
         return BoundPredicate(expression=self, schema=schema, aliases=tuple(aliases), node=node)
 

@@ -8,6 +8,7 @@ expected after ``+``, at the position where it is missing.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -74,7 +75,17 @@ def caret_lines(text: str, position: int) -> str:
     start = text.rfind("\n", 0, position) + 1
     end = text.find("\n", position)
     line = text[start : end if end >= 0 else len(text)]
-    return f"  {line}\n  {' ' * (position - start)}^"
+    return f"  {line}\n  {''.join(_pad(ch) for ch in text[start:position])}^"
+
+
+def _pad(ch: str) -> str:
+    """What goes under ``ch`` so that the caret lines up on a terminal: a tab under a tab, two spaces under a
+    wide (CJK, emoji) character, nothing under a combining mark."""
+    if ch == "\t":
+        return "\t"
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return ""
+    return "  " if unicodedata.east_asian_width(ch) in ("W", "F") else " "
 
 
 def _offset(text: str, line: int, col: int) -> int:

@@ -10,8 +10,20 @@ from txlake.delta.actions import Action
 from txlake.delta.log import DeltaLog
 from txlake.delta.snapshot import load_snapshot
 from txlake.delta.state import Snapshot, SnapshotBuilder
+from txlake.errors import CorruptLogError, TableNotFoundError
 from txlake.lakehouse.records import TableEntry
 from txlake.storage import ObjectStore
+
+
+def missing_log_error(entry: TableEntry, log: DeltaLog) -> CorruptLogError:
+    """The catalog names ``entry`` but its Delta log holds nothing: the lakehouse is damaged (the table's
+    directory was deleted outside txlake), which is not the same as a table that does not exist."""
+    return CorruptLogError(
+        f"table {entry.name!r} is in the catalog but its Delta log {log.store.url(log.log_dir)} is empty or gone "
+        "(deleted outside txlake?)",
+        table=entry.name,
+        path=log.log_dir,
+    )
 
 
 class SnapshotCache:
@@ -44,7 +56,10 @@ class SnapshotCache:
                 builder.apply(v, actions, None)
             snap = builder.finish()
         else:
-            snap = load_snapshot(log, version)
+            try:
+                snap = load_snapshot(log, version)
+            except TableNotFoundError as exc:
+                raise missing_log_error(entry, log) from exc
         self.put(entry.id, snap)
         return snap
 
@@ -67,8 +82,6 @@ class SnapshotCache:
         """Cache Delta commits whose content is known without reading them ((table path, version) -> actions)."""
         with self._lock:
             self._commits.update(commits)
-            while len(self._commits) > 4 * self.capacity:
-                self._commits.popitem(last=False)
             while len(self._commits) > 4 * self.capacity:
                 self._commits.popitem(last=False)
 

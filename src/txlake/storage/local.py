@@ -40,15 +40,15 @@ def _mount_type(path: Path) -> str | None:
     return best[1] if best else None
 
 
-def os_errno(exc: OSError) -> int | None:
+def os_errno(exc: BaseException) -> int | None:
     """The ``errno`` of ``exc``; obstore's errors carry it only in their text (``... (os error 36)``)."""
-    if exc.errno is not None:
+    if isinstance(exc, OSError) and exc.errno is not None:
         return exc.errno
     found = re.search(r"os error (\d+)", str(exc))
     return int(found.group(1)) if found else None
 
 
-def _reason(exc: OSError | None) -> str:
+def _reason(exc: BaseException | None) -> str:
     """What went wrong, in one line: the ``errno``'s text (not Python's ``[Errno N] ...: 'path'``), else the
     first line of the message."""
     if exc is None:
@@ -78,7 +78,7 @@ def _existing_ancestor(path: Path) -> Path:
     return ancestor
 
 
-def local_path_problem(path: Path, exc: OSError | None = None, *, creating: bool = True) -> tuple[str, bool]:
+def local_path_problem(path: Path, exc: BaseException | None = None, *, creating: bool = True) -> tuple[str, bool]:
     """Why a directory cannot be created (or opened) at ``path``, in plain words, and whether the path itself
     is at fault (a file in the way, a name too long: retrying or other permissions cannot help).
 

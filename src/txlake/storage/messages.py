@@ -56,7 +56,8 @@ STORAGE_PROBLEMS: tuple[StorageProblem, ...] = (
     StorageProblem(
         re.compile(r"AccessDenied|403 Forbidden|status(?: code)?: 403\b", re.IGNORECASE),
         "access denied (403): the credentials may not read or write there",
-        "check the credentials and the bucket policy; " + CREDENTIALS_HINT.split(": ", 1)[0],
+        "check that the credentials may use the bucket (its policy, the user's permissions); to use others, "
+        + CREDENTIALS_HINT,
     ),
     StorageProblem(
         re.compile(r"dns error|failed to lookup address|Name or service not known", re.IGNORECASE),

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import obstore
 from obstore.exceptions import (
@@ -45,7 +46,7 @@ from txlake.errors import (
 )
 from txlake.storage.counters import RequestCounters, RequestKind
 from txlake.storage.faults import FaultInjector
-from txlake.storage.local import local_directory_error
+from txlake.storage.local import local_directory_error, local_path_problem, os_errno
 from txlake.storage.messages import describe
 from txlake.storage.messages import first_line as _first_line
 
@@ -98,8 +99,19 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay, self.base_delay * (2**attempt)))
 
 
-def _truthy(value: object) -> bool:
-    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _boolean(value: object, source: str) -> bool:
+    """A boolean option: ``True``/``False`` or a string saying so (``true``, ``false``, ``1``, ``0``, ``yes``,
+    ``no``, ``on``, ``off``, any case); anything else is refused rather than read as false."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word not in _TRUE | _FALSE:
+        raise InvalidArgumentError(f"{source} must be true or false, got {value!r}", argument="storage_options")
+    return word in _TRUE
 
 
 _BOOLEAN_S3_KEYS = frozenset({"virtual_hosted_style_request", "skip_signature"})
@@ -144,7 +156,7 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
             if name in _BOOLEAN_S3_KEYS:
                 if not isinstance(value, (bool, str)):
                     raise _option_type_error(key, value, "a boolean or a string")
-                s3[name] = _truthy(value)
+                s3[name] = _boolean(value, f"storage option {key!r}")
             elif not isinstance(value, str):
                 raise _option_type_error(key, value, "a string")
             else:
@@ -152,7 +164,7 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
         elif low in _CLIENT_KEYS:
             if not isinstance(value, (bool, str)):
                 raise _option_type_error(key, value, "a boolean or a string")
-            client[_CLIENT_KEYS[low]] = _truthy(value)
+            client[_CLIENT_KEYS[low]] = _boolean(value, f"storage option {key!r}")
         elif low == "max_retries":
             ours[low] = _number_option(key, value, int)
         elif low == "retry_base_delay":
@@ -186,6 +198,12 @@ def _check_endpoint(value: str, source: str) -> None:
         raise InvalidArgumentError(
             f"{source} must be an http:// or https:// URL with a host, e.g. http://localhost:8333; got {value!r}"
             + detail,
+            argument="storage_options",
+        )
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidArgumentError(
+            f"{source} must name only the server (scheme, host and port, e.g. http://localhost:8333), got "
+            f"{value!r}: the bucket and prefix go in the lakehouse URI (s3://bucket/prefix)",
             argument="storage_options",
         )
 
@@ -277,6 +295,9 @@ def local_root(uri: str) -> str | None:
         return None
     return where.path
 
+
+_URI_PATH_SAFE = "/!$&'()*+,;=:@~"
+"""Characters left as they are in a URI's path by :meth:`ObjectStore.public_url` (besides letters, digits, ``-._``)."""
 
 _PERMANENT_ERRORS = (
     NotFoundError,
@@ -415,7 +436,9 @@ class ObjectStore:
             if "allow_http" not in client_cfg and "AWS_ALLOW_HTTP" in os.environ:
                 # obstore reads endpoint and keys from the environment, but explicit client options (which we
                 # always pass) replace its environment lookup for this one
-                client_cfg["allow_http"] = _truthy(os.environ["AWS_ALLOW_HTTP"])
+                client_cfg["allow_http"] = _boolean(
+                    os.environ["AWS_ALLOW_HTTP"], "the AWS_ALLOW_HTTP environment variable"
+                )
             client_cfg.setdefault("timeout", timedelta(seconds=30))
             client_cfg.setdefault("connect_timeout", timedelta(seconds=5))
             inner = S3Store(
@@ -454,11 +477,20 @@ class ObjectStore:
         """The absolute URI of ``path`` in this store."""
         return self.uri + ("/" + path.lstrip("/") if path else "")
 
+    def public_url(self, path: str = "") -> str:
+        """The URI other clients (delta-rs, Polars, DuckDB) open for ``path``: :meth:`url` with the characters
+        URIs reserve (``#``, ``?``, ``%``, spaces, ...) percent-encoded. txlake itself reads paths literally."""
+        local = self.local_path(path)
+        if local is not None:
+            return "file://" + quote(local, safe=_URI_PATH_SAFE)
+        scheme, _, rest = self.url(path).partition("://")
+        return f"{scheme}://{quote(rest, safe=_URI_PATH_SAFE)}"
+
     def local_path(self, path: str = "") -> str | None:
         """The filesystem path of ``path`` for ``file://`` stores, else ``None``."""
         if self.scheme != "file":
             return None
-        return self.url(path)[len("file://") :]
+        return self.url(path)[len("file:") :].removeprefix("//") or "/"
 
     # ---------------------------------------------------------------------------------------- requests
 
@@ -503,7 +535,7 @@ class ObjectStore:
                     ) from exc
                 if not _is_transient(exc):
                     raise StorageError(
-                        f"{kind} {self.url(path)} failed: {describe(exc)}", path=path, kind=kind
+                        f"{kind} {self.url(path)} failed: {self._describe(kind, path, exc)}", path=path, kind=kind
                     ) from exc
                 if not retry or attempt >= self.retry.max_retries:
                     raise TransientStorageError(
@@ -516,6 +548,14 @@ class ObjectStore:
                 continue
             self.faults.after(kind, path)
             return result
+
+    def _describe(self, kind: RequestKind, path: str, exc: BaseException) -> str:
+        """Why a request failed, in one line; for a local directory, what is wrong with the path (read-only,
+        virtual file system, no permission) rather than obstore's "Generic LocalFileSystem error"."""
+        local = self.local_path(path)
+        if local is not None and os_errno(exc) is not None:
+            return local_path_problem(Path(local).parent, exc, creating=kind in {"PUT", "DELETE"})[0]
+        return describe(exc)
 
     def get(self, path: str) -> bytes:
         """The object's bytes; :class:`ObjectNotFoundError` if absent."""

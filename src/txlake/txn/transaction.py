@@ -352,9 +352,10 @@ class Transaction:
         return self._view.table_by_name(name) is not None
 
     def table_location(self, name: str) -> str:
-        """The URI of the Delta table behind ``name`` as this transaction sees the catalog."""
+        """The URI of the Delta table behind ``name`` as this transaction sees the catalog (see
+        :meth:`Lakehouse.table_location`)."""
         self._ensure_active()
-        return self._ctx.store.url(self._entry(name).path)
+        return self._ctx.store.public_url(self._entry(name).path)
 
     # ------------------------------------------------------------------------------------------ reads
 
