@@ -28,6 +28,8 @@ from txlake.errors import (
     StorageError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
     TransactionClosedError,
     TransactionError,
     TxlakeError,
@@ -35,6 +37,7 @@ from txlake.errors import (
     VersionNotFoundError,
 )
 from txlake.lake import Lakehouse, LakehouseSnapshot, TransactionStatus, connect
+from txlake.lakehouse.tags import Tag
 from txlake.txn.transaction import CommitResult, MergeMetrics, Transaction
 
 __all__ = [
@@ -65,6 +68,9 @@ __all__ = [
     "StorageError",
     "TableAlreadyExistsError",
     "TableNotFoundError",
+    "Tag",
+    "TagAlreadyExistsError",
+    "TagNotFoundError",
     "Transaction",
     "TransactionClosedError",
     "TransactionError",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -88,3 +90,24 @@ def bool_argument(value: object, argument: str) -> bool:
             f"{argument} must be True or False, got {type(value).__name__} {value!r}", argument=argument
         )
     return value
+
+
+def timestamp_ms_argument(value: object, argument: str = "timestamp") -> int:
+    """A point in time for time travel: a timezone-aware :class:`~datetime.datetime` not in the future, in ms."""
+    if not isinstance(value, datetime):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be a datetime, got {type(value).__name__} {value!r}", argument=argument
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgumentError(
+            f"{argument} {value.isoformat()} has no time zone: give an aware datetime, e.g. "
+            "datetime(2026, 1, 31, 12, 0, tzinfo=timezone.utc)",
+            argument=argument,
+        )
+    millis = int(value.timestamp() * 1000)
+    if millis > time.time() * 1000:
+        raise InvalidArgumentError(
+            f"{argument} {value.isoformat()} is in the future: what it would show could still change",
+            argument=argument,
+        )
+    return millis

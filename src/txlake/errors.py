@@ -107,6 +107,23 @@ class VersionNotFoundError(DeltaError, LookupError):
         self.version = version
 
 
+class TagNotFoundError(TxlakeError, LookupError):
+    """No tag of that name (:meth:`Lakehouse.tag` names lakehouse versions)."""
+
+    def __init__(self, message: str, *, tag: str | None = None) -> None:
+        super().__init__(message)
+        self.tag = tag
+
+
+class TagAlreadyExistsError(TxlakeError):
+    """A tag of that name exists already (tags never move: drop it first)."""
+
+    def __init__(self, message: str, *, tag: str | None = None, version: int | None = None) -> None:
+        super().__init__(message)
+        self.tag = tag
+        self.version = version
+
+
 class CorruptLogError(DeltaError):
     """A commit or checkpoint cannot be parsed, or the log has a gap; nothing was loaded."""
 

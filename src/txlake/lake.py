@@ -6,6 +6,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ from txlake.arguments import (
     columns_argument,
     name_argument,
     number_argument,
+    timestamp_ms_argument,
 )
 from txlake.delta.actions import now_ms
 from txlake.delta.files import read_files
@@ -24,6 +26,7 @@ from txlake.delta.log import DeltaLog
 from txlake.delta.state import Snapshot
 from txlake.errors import (
     ConflictError,
+    InvalidArgumentError,
     InvalidArgumentTypeError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -35,6 +38,7 @@ from txlake.expr import FileStats, parse_predicate
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
+from txlake.lakehouse.tags import Tag, TagStore, tag_name_argument
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
@@ -156,6 +160,10 @@ class Lakehouse:
         )
 
     @property
+    def _tags(self) -> TagStore:
+        return TagStore(self.store)
+
+    @property
     def engine(self) -> DataEngine | None:
         """The data engine for DataFrame reads and writes (``None`` without a Spark session)."""
         return self._ctx.engine
@@ -185,8 +193,22 @@ class Lakehouse:
         """The latest committed (decided) lakehouse version."""
         return self._ctx.latest_state().version
 
-    def snapshot(self, version: int | None = None) -> LakehouseSnapshot:
-        """A consistent read-only view at ``version`` (latest when ``None``)."""
+    def snapshot(
+        self, version: int | None = None, *, timestamp: datetime | None = None, tag: str | None = None
+    ) -> LakehouseSnapshot:
+        """A consistent read-only view of the whole lakehouse: at ``version``, as of ``timestamp`` (the newest
+        version decided then; a timezone-aware datetime), at the version ``tag`` names, or the latest.
+
+        At most one of the three. A timestamp before the lakehouse existed, after now, or a version not decided
+        is :class:`VersionNotFoundError`; an unknown tag :class:`TagNotFoundError`.
+        """
+        given = [n for n, v in (("version", version), ("timestamp", timestamp), ("tag", tag)) if v is not None]
+        if len(given) > 1:
+            raise InvalidArgumentError(f"give one of version, timestamp and tag, not {' and '.join(given)}")
+        if tag is not None:
+            version = self._tags.get(tag).version
+        elif timestamp is not None:
+            version = self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
         if version is None:
             return LakehouseSnapshot(self._ctx, self._ctx.latest_state())
         if isinstance(version, bool) or not isinstance(version, int):
@@ -196,6 +218,34 @@ class Lakehouse:
         if version < 0:
             raise VersionNotFoundError(f"no lakehouse version {version}", version=version)
         return LakehouseSnapshot(self._ctx, self._ctx.glog.state_at(version))
+
+    def version_at(self, timestamp: datetime) -> int:
+        """The newest lakehouse version decided at or before ``timestamp`` (timezone-aware)."""
+        return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
+
+    # ------------------------------------------------------------------------------------------- tags
+
+    def tag(self, name: str, version: int | None = None, *, description: str = "") -> Tag:
+        """Name lakehouse ``version`` (default: the latest) ``name``: ``snapshot(tag=name)`` reads it later.
+
+        Tags never move: :class:`TagAlreadyExistsError` if ``name`` exists (drop it first). A version that is
+        not decided (yet) is :class:`VersionNotFoundError`.
+        """
+        tag_name_argument(name)
+        if not isinstance(description, str):
+            raise InvalidArgumentTypeError(
+                f"description must be a string, got {type(description).__name__}", argument="description"
+            )
+        state = self.snapshot(version).state  # checks the version exists and is decided
+        return self._tags.create(Tag(name, state.version, now_ms(), description))
+
+    def tags(self) -> list[Tag]:
+        """Every tag, oldest version first."""
+        return self._tags.list()
+
+    def drop_tag(self, name: str) -> Tag:
+        """Delete tag ``name`` (not the version it names); :class:`TagNotFoundError` if there is none."""
+        return self._tags.drop(name)
 
     def tables(self, namespace: str | None = None) -> list[str]:
         """Table names at the latest version, optionally of one namespace."""

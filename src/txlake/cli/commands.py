@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -21,9 +22,12 @@ from txlake.cli.options import (
     open_lakehouse,
     resolve_location,
 )
-from txlake.cli.output import Output
+from txlake.cli.output import Output, timestamp
 from txlake.cli.reports import (
     InitResult,
+    TagList,
+    TagResult,
+    TagView,
     describe_table,
     list_tables,
     parse_columns,
@@ -47,6 +51,21 @@ def count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+def timestamp_argument(text: str) -> dt.datetime:
+    """An ISO 8601 time with a time zone (``2026-01-31T12:00:00Z``, ``2026-01-31 13:00+01:00``)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time such as 2026-01-31T12:00:00Z, got {text!r}"
+        ) from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no time zone: add Z for UTC or an offset such as +01:00 (e.g. {text.strip()}Z)"
+        )
     return value
 
 
@@ -76,7 +95,17 @@ def _location(args: argparse.Namespace, out: Output, uri: str | None = None) -> 
 
 def _lake(args: argparse.Namespace) -> tuple[Output, txlake.Lakehouse]:
     out = Output(args.json)
-    return out, open_lakehouse(_location(args, out))
+    lake = open_lakehouse(_location(args, out))
+    resolve_version(lake, args)
+    return out, lake
+
+
+def resolve_version(lake: txlake.Lakehouse, args: argparse.Namespace) -> None:
+    """``--timestamp`` and ``--tag`` become the lakehouse version they name (``args.at_version``)."""
+    if getattr(args, "at_timestamp", None) is not None:
+        args.at_version = lake.version_at(args.at_timestamp)
+    elif getattr(args, "at_tag", None) is not None:
+        args.at_version = lake.snapshot(tag=args.at_tag).version
 
 
 @contextmanager
@@ -182,7 +211,27 @@ def cmd_sql(args: argparse.Namespace) -> int:
     out = Output(args.json)
     location = _location(args, out)
     lake = open_lakehouse(location)  # a clear error before Spark starts when there is no lakehouse
+    resolve_version(lake, args)
     return sql.cmd_sql(args, location, lake, out)
+
+
+def cmd_tag(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    if args.drop:
+        tag = lake.drop_tag(args.name)
+        result = TagResult("dropped", tag.name, tag.version, timestamp(tag.created_ms), tag.description)
+    else:
+        tag = lake.tag(args.name, args.at_version, description=args.description)
+        result = TagResult("created", tag.name, tag.version, timestamp(tag.created_ms), tag.description)
+    _emit(out, result, render.render_tag)
+    return ExitCode.OK
+
+
+def cmd_tags(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    tags = tuple(TagView(t.name, t.version, timestamp(t.created_ms), t.description) for t in lake.tags())
+    _emit(out, TagList(lake.uri, tags), render.render_tags)
+    return ExitCode.OK
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -211,9 +260,20 @@ def _add(
 
 
 def _version_option(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
+    """``--version G`` | ``--timestamp TIME`` | ``--tag NAME``: which lakehouse version (default the latest)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
         "--version", dest="at_version", type=count, metavar="G", help=f"{what} at lakehouse version G (default latest)"
     )
+    group.add_argument(
+        "--timestamp",
+        dest="at_timestamp",
+        type=timestamp_argument,
+        metavar="TIME",
+        help=f"{what} as of TIME, ISO 8601 with a time zone (e.g. 2026-01-31T12:00:00Z): the newest version "
+        "decided then",
+    )
+    group.add_argument("--tag", dest="at_tag", metavar="NAME", help=f"{what} at the version tag NAME names")
 
 
 def _limit_option(parser: argparse.ArgumentParser, default: int, what: str) -> None:
@@ -312,6 +372,25 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="arrow: no Spark (SELECT columns or expressions FROM one table [WHERE] [ORDER BY] [LIMIT]); "
         "spark: a local Spark session; auto (default): arrow when the query allows, else spark",
     )
+
+    p = _add(
+        sub,
+        "tag",
+        cmd_tag,
+        "name a lakehouse version (or drop a name)",
+        "Name a lakehouse version: later, --tag NAME reads it (show, sql, tables, describe) and vacuum keeps what "
+        "it needs. Tags never move; --drop deletes one (not the version).",
+    )
+    p.add_argument("name", help="tag name: letters, digits, '_', '.', '-' (case does not matter)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--version", dest="at_version", type=count, metavar="G", help="the version (default latest)")
+    which.add_argument(
+        "--timestamp", dest="at_timestamp", type=timestamp_argument, metavar="TIME", help="the version as of TIME"
+    )
+    which.add_argument("--drop", action="store_true", help="delete the tag instead")
+    p.add_argument("--description", default="", help="a note kept with the tag")
+
+    _add(sub, "tags", cmd_tags, "list the tags", "Every tag with the lakehouse version it names, oldest first.")
 
     p = _add(
         sub,

@@ -24,6 +24,8 @@ from txlake.errors import (
     StorageError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
     TransientStorageError,
     TxlakeError,
     UnsupportedFeatureError,
@@ -171,6 +173,12 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
     ),
     (ConflictError, ExitCode.CONFLICT, "a concurrent transaction won; run the command again"),
     (TableAlreadyExistsError, ExitCode.CONFLICT, _NEW_NAME),
+    (TagNotFoundError, ExitCode.NOT_FOUND, "list the tags with `txlake tags`"),
+    (
+        TagAlreadyExistsError,
+        ExitCode.CONFLICT,
+        "tags never move: choose another name, or `txlake tag NAME --drop` first",
+    ),
     (ObjectAlreadyExistsError, ExitCode.CONFLICT, _NEW_NAME),
     (UnsupportedFeatureError, ExitCode.UNSUPPORTED, _feature_hint),
     (

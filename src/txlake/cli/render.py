@@ -19,6 +19,8 @@ from txlake.cli.reports import (
     TableDescription,
     TableHistory,
     TableList,
+    TagList,
+    TagResult,
 )
 
 STATUS_STYLE = {"committed": "green", "aborted": "red", "undecided": "yellow"}
@@ -65,6 +67,20 @@ def render_tables(out: Output, result: TableList) -> None:
         table,
         f"{len(result.tables)} table(s)",
     )
+
+
+def render_tag(out: Output, result: TagResult) -> None:
+    note = f" ({result.description})" if result.description else ""
+    out.line(Text(f"{result.action} tag {result.name} -> lakehouse version {result.version}{note}"))
+
+
+def render_tags(out: Output, result: TagList) -> None:
+    table = new_table(
+        [Column("tag", min_width=8), Column("version", numeric=True), Column("created"), Column("description")]
+    )
+    for t in result.tags:
+        table.add_row(cell(t.name), _num(t.version), Text(human_time(t.created)), cell(t.description))
+    out.table(f"tags — {result.uri}", table, f"{len(result.tags)} tag(s)")
 
 
 def _protocol(result: TableDescription) -> str:
@@ -223,7 +239,7 @@ def render_lake_history(out: Output, view: LogView) -> None:
     table = new_table(
         [
             Column("version", numeric=True),
-            Column("time (UTC)", min_width=19),
+            Column("decided (UTC)", min_width=19),
             Column("status", min_width=9, wrap=True),
             Column("transaction", min_width=TXID_WIDTH),
             Column("isolation", min_width=12),
@@ -234,7 +250,7 @@ def render_lake_history(out: Output, view: LogView) -> None:
     for e in reversed(view.entries):
         table.add_row(
             _num(e.version),
-            Text(human_time(e.timestamp)),
+            Text(human_time(e.decided_at or e.timestamp)),  # the time --timestamp / snapshot(timestamp=) use
             _status(e),
             cell(e.txid, width=TXID_WIDTH),
             Text(e.isolation),

@@ -99,6 +99,33 @@ def list_tables(lake: txlake.Lakehouse, *, namespace: str | None, version: int |
     return TableList(lake.uri, snap.version, namespace, tuple(summaries))
 
 
+# ------------------------------------------------------------------------------------------------ tags
+
+
+@dataclass(frozen=True, slots=True)
+class TagResult:
+    action: str
+    """``created`` or ``dropped``."""
+    name: str
+    version: int
+    created: dt.datetime | None
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class TagView:
+    name: str
+    version: int
+    created: dt.datetime | None
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class TagList:
+    uri: str
+    tags: tuple[TagView, ...]
+
+
 # -------------------------------------------------------------------------------------------- describe
 
 

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from txlake.errors import CorruptLogError, ObjectAlreadyExistsError, ObjectNotFoundError, VersionNotFoundError
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, apply, apply_catalog
@@ -336,6 +337,38 @@ class GlobalLog:
         """The newest decided state this client knows at or below ``at_most`` (no request)."""
         return self._nearest_state(at_most)
 
+    def decided_at_ms(self, version: int) -> int:
+        """When ``version`` was decided (its outcome's time, in ms since the epoch)."""
+        outcome = self.read_outcome(version)
+        if outcome is None:
+            raise VersionNotFoundError(f"global version {version} is not decided", version=version)
+        return outcome.timestamp_ms
+
+    def version_at_time(self, timestamp_ms: int) -> int:
+        """The newest decided version decided at or before ``timestamp_ms``: :meth:`decided_at_ms` is searched
+        by bisection over the decided prefix (``log2(n)`` GETs), so where writers' clocks disagree and times do
+        not grow with versions, the answer is a version ``G`` with ``time(G) <= t < time(G + 1)``.
+
+        :class:`VersionNotFoundError` for a time before version 0 (the lakehouse did not exist yet).
+        """
+        latest = self.tail().state.version
+        if self.decided_at_ms(latest) <= timestamp_ms:
+            return latest
+        first = self.decided_at_ms(0)
+        if first > timestamp_ms:
+            raise VersionNotFoundError(
+                f"the lakehouse did not exist yet at {_iso(timestamp_ms)} (version 0 is from {_iso(first)})",
+                version=0,
+            )
+        low, high = 0, latest  # time(low) <= t < time(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if self.decided_at_ms(middle) <= timestamp_ms:
+                low = middle
+            else:
+                high = middle
+        return low
+
     def state_at(self, version: int) -> LakehouseState:
         """The decided state at ``version``; :class:`VersionNotFoundError` if not (yet) decided."""
         with self._lock:
@@ -352,3 +385,7 @@ class GlobalLog:
         if tail.state.version != version:
             raise VersionNotFoundError(f"global version {version} is not decided", version=version)
         return tail.state
+
+
+def _iso(timestamp_ms: int) -> str:
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

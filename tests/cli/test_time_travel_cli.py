@@ -1,0 +1,71 @@
+"""``txlake tag`` / ``tags`` and ``--timestamp`` / ``--tag`` on the reading commands."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import txlake
+from tests.cli.conftest import Txlake
+from tests.cli.real import assert_clean_failure
+from tests.cli.real import txlake as cli
+from txlake.cli.exit_codes import ExitCode
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def test_tag_and_read_by_tag_and_by_time(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    tagged = bank.version()
+    decided = bank.context.glog.decided_at_ms(tagged)
+    run = txlake_cli("tag", "before-bonus", "--uri", bank.uri, "--description", "month end")
+    assert run.code == ExitCode.OK, run.err
+    assert run.out.strip() == f"created tag before-bonus -> lakehouse version {tagged} (month end)"
+    with bank.transaction() as tx:
+        tx.update("bank.checking", set={"balance": "balance + 1000"})
+
+    def balances(*at: str) -> list[int]:
+        run = txlake_cli("show", "bank.checking", "--uri", bank.uri, "--order-by", "id", "--json", *at)
+        assert run.code == ExitCode.OK, run.err
+        return [row["balance"] for row in run.json()["rows"]]  # type: ignore[index]
+
+    now = balances()
+    assert balances("--tag", "BEFORE-BONUS") == [b - 1000 for b in now]
+    assert balances("--timestamp", _iso(decided)) == [b - 1000 for b in now]
+    assert balances("--timestamp", datetime.now(UTC).isoformat()) == now
+    assert balances("--version", str(tagged)) == [b - 1000 for b in now]
+
+    run = txlake_cli("tags", "--uri", bank.uri, "--json")
+    assert run.code == ExitCode.OK
+    assert [(t["name"], t["version"]) for t in run.json()["tags"]] == [("before-bonus", tagged)]  # type: ignore[index]
+    run = txlake_cli(
+        "sql", "SELECT id, balance FROM bank.checking ORDER BY id", "--tag", "before-bonus", "--uri", bank.uri
+    )
+    assert run.code == ExitCode.OK and f"lakehouse version {tagged}" in run.out, run.out
+
+
+def test_time_travel_mistakes_are_clear(bank: txlake.Lakehouse) -> None:
+    uri = bank.uri
+    for args, code, words in (
+        (("tables", "--timestamp", "2026-01-01T00:00:00"), ExitCode.USAGE, "no time zone"),
+        (("tables", "--timestamp", "yesterday"), ExitCode.USAGE, "ISO 8601"),
+        (("show", "bank.checking", "--tag", "x", "--version", "1"), ExitCode.USAGE, "not allowed with"),
+        (("tables", "--timestamp", "2000-01-01T00:00:00Z"), ExitCode.NOT_FOUND, "did not exist yet"),
+        (
+            ("tables", "--timestamp", (datetime.now(UTC) + timedelta(days=1)).isoformat()),
+            ExitCode.USAGE,
+            "in the future",
+        ),
+        (("show", "bank.checking", "--tag", "nope"), ExitCode.NOT_FOUND, "no tag 'nope'"),
+        (("tag", "bad name"), ExitCode.USAGE, "invalid tag name"),
+        (("tag", "t1", "--version", "999"), ExitCode.NOT_FOUND, "999"),
+        (("tag", "nope", "--drop"), ExitCode.NOT_FOUND, "no tag 'nope'"),
+    ):
+        line = assert_clean_failure(cli(*args, "--uri", uri), code)
+        assert words in line, (args, line)
+    assert bank.tags() == []  # nothing written by any of them
+    assert cli("tag", "t1", "--uri", uri).returncode == ExitCode.OK
+    done = cli("tag", "t1", "--uri", uri)
+    line = assert_clean_failure(done, ExitCode.CONFLICT)
+    assert "exists already" in line and "--drop" in done.stderr
+    assert [t.name for t in bank.tags()] == ["t1"]
