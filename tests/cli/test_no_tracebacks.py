@@ -61,6 +61,19 @@ CASES: list[tuple[tuple[str, ...], ExitCode]] = [
     (("show", "bank.checking", "--uri", LAKE, "--order-by", "9"), ExitCode.INVALID),
     (("sql", "", "--uri", LAKE), ExitCode.USAGE),
     (("sql", "SELEC * FROM bank.checking", "--uri", LAKE), ExitCode.INVALID),
+    (("sql", "SELECT 1 / 0 FROM bank.checking", "--uri", LAKE, "--engine", "arrow"), ExitCode.INVALID),
+    (("init", "/proc/self"), ExitCode.STORAGE),
+    (("tables", "--uri", "s3://bucket/x", "--storage-option", "aws_allow_http=maybe"), ExitCode.USAGE),
+    (("tables", "--uri", "s3://bucket/x", "--storage-option", "aws_endpoint_url=http://h:1/b"), ExitCode.USAGE),
+    (("tables", "extra", "--uri", LAKE), ExitCode.USAGE),
+    (("--uri", LAKE, "tables", "--uri", "{tmp}"), ExitCode.USAGE),
+    (("demo", "--path", "{tmp}/d", "--uri", "{tmp}/e", "--no-spark"), ExitCode.USAGE),
+    (("show", "bank.checking", "--uri", LAKE, "--tag", "nope"), ExitCode.NOT_FOUND),
+    (("show", "bank.checking", "--uri", LAKE, "--timestamp", "2000-01-01T00:00:00Z"), ExitCode.NOT_FOUND),
+    (("show", "bank.checking", "--uri", LAKE, "--timestamp", "2000-01-01"), ExitCode.USAGE),
+    (("tag", "bad name", "--uri", LAKE), ExitCode.USAGE),
+    (("tag", "nope", "--drop", "--uri", LAKE), ExitCode.NOT_FOUND),
+    (("tags", "--uri", "{tmp}/nothing"), ExitCode.NOT_FOUND),
 ]
 
 
