@@ -93,6 +93,8 @@ class CommitBenchOptions:
     profile: bool = False
     profile_repeat: int = 10
     keep: bool = False
+    group_commit: bool | None = None
+    """The writers' ``connect(group_commit=...)``: ``None`` is txlake's default (on for S3, off for files)."""
 
 
 def make_rows(n: int) -> pa.Table:
@@ -397,6 +399,7 @@ class WriterTask:
     table: str
     rows: int
     seconds: float
+    group_commit: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,7 +443,11 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
         conflict_types: tuple[type[BaseException], ...] = (ConflictError,)
         if deltalake is not None:
             conflict_types = (deltalake.exceptions.CommitFailedError,)
-        lake = txlake.connect(task.uri, task.storage_options, create=False) if task.system == "txlake" else None
+        lake = (
+            txlake.connect(task.uri, task.storage_options, create=False, group_commit=task.group_commit)
+            if task.system == "txlake"
+            else None
+        )
         # delta-rs writes through one open handle: a long-lived writer, like the long-lived Lakehouse
         handle = None
         if deltalake is not None:
@@ -635,7 +642,10 @@ def measure_throughput(
             deltalake.DeltaTable.create(plain, SCHEMA, storage_options=backend.delta_rs_options())
         storage = dict(backend.storage_options)
         ours = run_writers(
-            [WriterTask("txlake", i, uri, storage, names[i], options.txn_rows, options.seconds) for i in range(n)],
+            [
+                WriterTask("txlake", i, uri, storage, names[i], options.txn_rows, options.seconds, options.group_commit)
+                for i in range(n)
+            ],
             options.seconds,
             f"[{backend.name}] txlake, {n} writers" + (" (one table)" if hot else ""),
             console,
@@ -657,6 +667,7 @@ def measure_throughput(
             "writers": n,
             "seconds": options.seconds,
             "rows_per_txn": options.txn_rows,
+            "group_commit": options.group_commit,
             "txlake_commits": ours.commits,
             "txlake_attempts": ours.attempts,
             "txlake_conflicts": ours.conflicts,
@@ -1082,6 +1093,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="also cProfile the file:// commits (writes .prof/.txt)")
     parser.add_argument("--profile-repeat", type=positive, default=10, help="profiled transactions per scenario")
     parser.add_argument("--keep", action="store_true", help="keep the lakehouses and tables written")
+    parser.add_argument(
+        "--group-commit",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the txlake writers' group commit: auto (default: on for S3, off for files), on, off (for A/B runs)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> CommitBenchOptions:
@@ -1104,6 +1121,7 @@ def options_from_args(args: argparse.Namespace) -> CommitBenchOptions:
         profile=args.profile,
         profile_repeat=args.profile_repeat,
         keep=args.keep,
+        group_commit={"auto": None, "on": True, "off": False}[args.group_commit],
     )
 
 
