@@ -223,6 +223,41 @@ class Lakehouse:
         """The newest lakehouse version decided at or before ``timestamp`` (timezone-aware)."""
         return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
 
+    # ------------------------------------------------------------------------------------------ clone
+
+    def clone(self, source: str, target: str, *, version: int | None = None) -> CommitResult:
+        """Zero-copy clone, in one transaction: table ``source`` to table ``target``, or every table of namespace
+        ``source`` (a name without a dot) into namespace ``target``, as at lakehouse ``version`` (default latest).
+
+        Each clone is a new plain Delta table whose log names the source's data files (nothing is copied); the
+        clones and their sources evolve independently. See :meth:`Transaction.clone_table`.
+        """
+        name_argument(source, "source")
+        name_argument(target, "target")
+        at = self.snapshot(version)
+        if "." in source:
+            pairs = [(at.entry(source).name, target)]
+        else:
+            if "." in target:
+                raise InvalidArgumentError(
+                    f"a namespace ({source!r}) clones into a namespace, got table name {target!r}", argument="target"
+                )
+            names = at.tables(source)
+            if not names:
+                known = ", ".join(at.state.namespaces) or "none"
+                raise TableNotFoundError(
+                    f"no table and no namespace {source!r} at lakehouse version {at.version} (namespaces: {known})",
+                    table=source,
+                )
+            pairs = [(name, f"{target}.{name.split('.', 1)[1]}") for name in names]
+        with self.transaction() as tx:
+            for name, new_name in pairs:
+                entry = at.entry(name)
+                delta = at.delta_snapshot(name)
+                tx._clone(entry, delta, list(delta.files.values()), new_name)
+        assert tx.result is not None
+        return tx.result
+
     # ------------------------------------------------------------------------------------------- tags
 
     def tag(self, name: str, version: int | None = None, *, description: str = "") -> Tag:

@@ -9,7 +9,7 @@ from typing import TypeAlias
 import pyarrow as pa
 
 from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove
-from txlake.delta.files import read_file, read_files, resolve_file, write_data_files
+from txlake.delta.files import decode_path, read_file, read_files, resolve_file, write_data_files
 from txlake.delta.schema import conform, normalize_schema, schema_from_json
 from txlake.delta.state import Snapshot
 from txlake.errors import SchemaMismatchError
@@ -249,5 +249,9 @@ class TableWork:
         self.added.clear()
 
     def _delete_own(self, add: Add) -> None:
+        """Delete a data file this transaction wrote. Only such a file: its name carries the txid (``part-<txid>-``);
+        any other (a clone's borrowed file, a plain writer's) is another table's or version's, and stays."""
+        if not decode_path(add.path).rsplit("/", 1)[-1].startswith(f"part-{self.txid}-"):
+            return
         store, key = resolve_file(self.store, self.entry.path, add.path)
         store.delete(key)

@@ -18,8 +18,9 @@ import pyarrow as pa
 from txlake.arguments import mapping_argument, name_argument, string_mapping_argument
 from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
-from txlake.delta.features import protocol_for_new_table
-from txlake.delta.schema import conform, normalize_schema, schema_to_json
+from txlake.delta.features import check_write_support, protocol_for_new_table
+from txlake.delta.files import decode_path
+from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
 from txlake.delta.state import Snapshot
 from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
 from txlake.errors import (
@@ -36,6 +37,7 @@ from txlake.errors import (
     TransactionClosedError,
     TransientStorageError,
     TxlakeError,
+    UnsupportedFeatureError,
 )
 from txlake.expr import parse_expression
 from txlake.lakehouse.log import GlobalVersionTakenError, LogView
@@ -314,6 +316,59 @@ class Transaction:
             created_metadata=metadata,
             created_protocol=protocol_for_new_table(metadata.schema_string),
         )
+
+    def clone_table(self, source: str, target: str) -> int:
+        """Create ``target`` as a zero-copy clone of ``source`` as this transaction sees it; returns its files.
+
+        The clone is a new plain Delta table (same schema, partitioning, properties and protocol) whose log names
+        ``source``'s data files by absolute URI: nothing is copied, and from then on the two evolve independently
+        (writes to either never touch the other; txlake never deletes a file it did not write). Reading
+        ``source`` is a query read (``serializable`` validates it). A table with changes in this transaction
+        cannot be cloned in it (its new files are not published yet).
+        """
+        work = self._table(source)
+        if work.writes:
+            raise InvalidArgumentError(
+                f"table {work.entry.name!r} has changes in this transaction: clone it after they commit",
+                argument="source",
+            )
+        assert work.snapshot is not None
+        return self._clone(work.entry, work.snapshot, work.plan_query(None), target)
+
+    def _clone(self, entry: TableEntry, snapshot: Snapshot, files: Sequence[Add], target: str) -> int:
+        """Create ``target`` with ``snapshot``'s metadata and protocol and ``files`` (of ``entry``) as its data."""
+        check_write_support(snapshot.protocol, snapshot.metadata, table=entry.name)
+        with_dv = [a.path for a in files if a.deletion_vector is not None]
+        if with_dv:
+            raise UnsupportedFeatureError(
+                f"{entry.name} has files with deletion vectors ({with_dv[0]}, ...): cloning them is not supported",
+                table=entry.name,
+                feature="deletionVectors",
+            )
+        meta = snapshot.metadata
+        self.create_table(
+            target,
+            schema_from_json(meta.schema_string),
+            partition_by=meta.partition_columns,
+            properties=dict(meta.configuration),
+            description=meta.description,
+        )
+        clone = self._work[self._entry(target).id]
+        clone.created_metadata = dataclasses.replace(
+            meta, id=clone.metadata.id, name=clone.metadata.name, created_time=now_ms()
+        )
+        clone.created_protocol = snapshot.protocol
+        store = self._ctx.store
+        adds = [
+            dataclasses.replace(
+                add,
+                path=add.path if "://" in add.path else store.public_url(f"{entry.path}/{decode_path(add.path)}"),
+                data_change=True,
+            )
+            for add in files
+        ]
+        clone.stage_adds(adds, "CLONE")
+        return len(adds)
 
     def drop_table(self, name: str) -> None:
         """Remove the table from the catalog (its files stay until vacuum; time travel still sees it)."""
