@@ -69,3 +69,24 @@ def test_time_travel_mistakes_are_clear(bank: txlake.Lakehouse) -> None:
     line = assert_clean_failure(done, ExitCode.CONFLICT)
     assert "exists already" in line and "--drop" in done.stderr
     assert [t.name for t in bank.tags()] == ["t1"]
+
+
+def test_clone_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    before = bank.version()
+    with bank.transaction() as tx:
+        tx.delete("bank.checking", "id = 1")
+    run = txlake_cli("clone", "bank.checking", "audit.checking", "--version", str(before), "--uri", bank.uri)
+    assert run.code == ExitCode.OK, run.err
+    assert run.out.startswith(f"cloned bank.checking (lakehouse version {before}) -> audit.checking at ")
+    assert (
+        bank.read_arrow("audit.checking").num_rows == bank.snapshot(version=before).read_arrow("bank.checking").num_rows
+    )
+    run = txlake_cli("clone", "bank", "copy", "--uri", bank.uri, "--json")
+    assert run.code == ExitCode.OK, run.err
+    assert run.json()["tables"] == ["copy.checking", "copy.savings"]  # type: ignore[index]
+    for args, code in (
+        (("bank.checking", "copy.checking"), ExitCode.CONFLICT),
+        (("bank.nope", "x.y"), ExitCode.NOT_FOUND),
+    ):
+        line = assert_clean_failure(cli("clone", *args, "--uri", bank.uri), code)
+        assert "error:" in line

@@ -24,6 +24,7 @@ from txlake.cli.options import (
 )
 from txlake.cli.output import Output, timestamp
 from txlake.cli.reports import (
+    CloneResult,
     InitResult,
     TagList,
     TagResult,
@@ -234,6 +235,18 @@ def cmd_tags(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_clone(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    at = lake.snapshot(args.at_version).version
+    with suggesting_tables(lake, at):
+        result = lake.clone(args.source, args.target, version=at)
+    snap = lake.snapshot(version=result.version)
+    names = [args.target] if "." in args.source else snap.tables(args.target)
+    files = sum(len(snap.delta_snapshot(name).files) for name in names)
+    _emit(out, CloneResult(args.source, args.target, at, result.version, tuple(names), files), render.render_clone)
+    return ExitCode.OK
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     with out.progress() as progress:
@@ -391,6 +404,19 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--description", default="", help="a note kept with the tag")
 
     _add(sub, "tags", cmd_tags, "list the tags", "Every tag with the lakehouse version it names, oldest first.")
+
+    p = _add(
+        sub,
+        "clone",
+        cmd_clone,
+        "zero-copy clone of a table or a namespace",
+        "Create TARGET as a zero-copy clone of SOURCE (a table, or every table of a namespace into namespace "
+        "TARGET) as at the given lakehouse version: new plain Delta tables over the source's data files, in one "
+        "transaction; both evolve independently.",
+    )
+    p.add_argument("source", help="namespace.table, or a namespace")
+    p.add_argument("target", help="the new table's name (a namespace for a namespace)")
+    _version_option(p, "the source")
 
     p = _add(
         sub,

@@ -11,6 +11,7 @@ from txlake.cli.doctor import DoctorReport, Finding
 from txlake.cli.output import Column, Output, cell, human_size, human_time, is_numeric, key_value_table, new_table
 from txlake.cli.reports import (
     CatalogChangeView,
+    CloneResult,
     InitResult,
     LogEntry,
     LogView,
@@ -66,6 +67,16 @@ def render_tables(out: Output, result: TableList) -> None:
         f"tables{scope} at lakehouse version {result.version} — {result.uri}",
         table,
         f"{len(result.tables)} table(s)",
+    )
+
+
+def render_clone(out: Output, result: CloneResult) -> None:
+    tables = ", ".join(result.tables) or "no tables"
+    out.line(
+        Text(
+            f"cloned {result.source} (lakehouse version {result.from_version}) -> {tables} at lakehouse version "
+            f"{result.version}: {result.files} data file(s) referenced, none copied"
+        )
     )
 
 

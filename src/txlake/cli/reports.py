@@ -99,6 +99,22 @@ def list_tables(lake: txlake.Lakehouse, *, namespace: str | None, version: int |
     return TableList(lake.uri, snap.version, namespace, tuple(summaries))
 
 
+# ----------------------------------------------------------------------------------------------- clone
+
+
+@dataclass(frozen=True, slots=True)
+class CloneResult:
+    source: str
+    target: str
+    from_version: int
+    """The lakehouse version the source was cloned at."""
+    version: int
+    """The lakehouse version that created the clones."""
+    tables: tuple[str, ...]
+    files: int
+    """Data files the clones reference (none copied)."""
+
+
 # ------------------------------------------------------------------------------------------------ tags
 
 
