@@ -223,6 +223,44 @@ class Lakehouse:
         """The newest lakehouse version decided at or before ``timestamp`` (timezone-aware)."""
         return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
 
+    # ---------------------------------------------------------------------------------------- restore
+
+    def restore(
+        self,
+        version: int | None = None,
+        *,
+        timestamp: datetime | None = None,
+        tag: str | None = None,
+        tables: Sequence[str] | None = None,
+    ) -> CommitResult:
+        """Bring the lakehouse (or only ``tables``, named as they were then) back to an earlier version, as one
+        new transaction: history is kept, and the earlier versions stay readable.
+
+        Each table gets that version's name and data files back (re-added as they were; a file deleted since is
+        :class:`DataFileNotFoundError` and nothing changes). Restoring the whole lakehouse also drops the tables
+        created since. A table dropped since, or whose schema changed since, is refused
+        (:class:`InvalidArgumentError`; clone it from that version instead). Concurrent writes to a restored
+        table conflict with the restore (it reads every file).
+        """
+        if version is None and timestamp is None and tag is None:
+            raise InvalidArgumentError("give the version to restore: version=, timestamp= or tag=", argument="version")
+        then = self.snapshot(version, timestamp=timestamp, tag=tag)
+        if tables is not None:
+            names = list(columns_argument(tables) or [])
+            entries = [then.entry(name) for name in names]
+        else:
+            entries = sorted(then.state.tables.values(), key=lambda e: e.name)
+        with self.transaction() as tx:
+            if tables is None:
+                kept = {e.id for e in entries}
+                for name in tx.tables():
+                    if tx._entry(name).id not in kept:
+                        tx.drop_table(name)
+            for entry in entries:
+                tx._restore_table(entry, then.delta_snapshot(entry.name))
+        assert tx.result is not None
+        return tx.result
+
     # ------------------------------------------------------------------------------------------ clone
 
     def clone(self, source: str, target: str, *, version: int | None = None) -> CommitResult:

@@ -90,3 +90,20 @@ def test_clone_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlake)
     ):
         line = assert_clean_failure(cli("clone", *args, "--uri", bank.uri), code)
         assert "error:" in line
+
+
+def test_restore_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    good = bank.version()
+    rows = bank.read_arrow("bank.checking").num_rows
+    with bank.transaction() as tx:
+        tx.delete("bank.checking")
+    bank.create_table("bank.scratch", "id long")
+    run = txlake_cli("restore", "--version", str(good), "--table", "bank.checking", "--uri", bank.uri)
+    assert run.code == ExitCode.OK, run.err
+    assert run.out.startswith(f"restored bank.checking to lakehouse version {good} as new version ")
+    assert bank.read_arrow("bank.checking").num_rows == rows and "bank.scratch" in bank.tables()
+    run = txlake_cli("restore", "--version", str(good), "--uri", bank.uri, "--json")
+    assert run.code == ExitCode.OK and run.json()["changed"] is True  # type: ignore[index]
+    assert "bank.scratch" not in bank.tables()
+    assert_clean_failure(cli("restore", "--uri", bank.uri), ExitCode.USAGE)  # which version?
+    assert_clean_failure(cli("restore", "--tag", "nope", "--uri", bank.uri), ExitCode.NOT_FOUND)

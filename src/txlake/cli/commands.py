@@ -26,6 +26,7 @@ from txlake.cli.output import Output, timestamp
 from txlake.cli.reports import (
     CloneResult,
     InitResult,
+    RestoreResult,
     TagList,
     TagResult,
     TagView,
@@ -235,6 +236,16 @@ def cmd_tags(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_restore(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    before = lake.version()
+    with suggesting_tables(lake, args.at_version):
+        result = lake.restore(args.at_version, tables=args.tables)
+    restored = RestoreResult(args.at_version, before, result.version, not result.read_only, tuple(args.tables or ()))
+    _emit(out, restored, render.render_restore)
+    return ExitCode.OK
+
+
 def cmd_clone(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     at = lake.snapshot(args.at_version).version
@@ -404,6 +415,33 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--description", default="", help="a note kept with the tag")
 
     _add(sub, "tags", cmd_tags, "list the tags", "Every tag with the lakehouse version it names, oldest first.")
+
+    p = _add(
+        sub,
+        "restore",
+        cmd_restore,
+        "bring the lakehouse (or some tables) back to an earlier version",
+        "Bring every table (or the --table ones) back to an earlier lakehouse version in one new version: names "
+        "and data files as they were; a whole-lakehouse restore also drops the tables created since. History "
+        "is kept.",
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--version", dest="at_version", type=count, metavar="G", help="back to lakehouse version G")
+    which.add_argument(
+        "--timestamp",
+        dest="at_timestamp",
+        type=timestamp_argument,
+        metavar="TIME",
+        help="back to the version as of TIME",
+    )
+    which.add_argument("--tag", dest="at_tag", metavar="NAME", help="back to the version tag NAME names")
+    p.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        metavar="NAME",
+        help="restore only this table (as it was named then; repeatable)",
+    )
 
     p = _add(
         sub,

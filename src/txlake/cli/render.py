@@ -15,6 +15,7 @@ from txlake.cli.reports import (
     InitResult,
     LogEntry,
     LogView,
+    RestoreResult,
     RowsResult,
     TableChangeView,
     TableDescription,
@@ -68,6 +69,14 @@ def render_tables(out: Output, result: TableList) -> None:
         table,
         f"{len(result.tables)} table(s)",
     )
+
+
+def render_restore(out: Output, result: RestoreResult) -> None:
+    what = ", ".join(result.tables) if result.tables else "the lakehouse"
+    if not result.changed:
+        out.line(Text(f"{what} already as at lakehouse version {result.restored_version}: nothing to do"))
+        return
+    out.line(Text(f"restored {what} to lakehouse version {result.restored_version} as new version {result.version}"))
 
 
 def render_clone(out: Output, result: CloneResult) -> None:

@@ -99,6 +99,22 @@ def list_tables(lake: txlake.Lakehouse, *, namespace: str | None, version: int |
     return TableList(lake.uri, snap.version, namespace, tuple(summaries))
 
 
+# ---------------------------------------------------------------------------------------------- restore
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreResult:
+    restored_version: int
+    """The lakehouse version restored to."""
+    previous_version: int
+    """The latest version before the restore."""
+    version: int
+    """The new version the restore committed (``previous_version`` when nothing changed)."""
+    changed: bool
+    tables: tuple[str, ...]
+    """The tables asked for (empty: the whole lakehouse)."""
+
+
 # ----------------------------------------------------------------------------------------------- clone
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -167,6 +168,20 @@ class TableWork:
             self._drop_file(add)
         self._stage_adds(a for a in adds if a.num_records != 0)
         self.operations.append(operation)
+
+    def restore(self, files: Mapping[str, Add]) -> tuple[int, int]:
+        """Make ``files`` (an earlier version's live files, by path) the table's live files: every other live file
+        is removed, every missing one added back as it was. Reads the whole table (a DML read). Returns the
+        numbers of files removed and added."""
+        current = {a.path: a for a in self.live_files()}
+        self.record_dml(None, current.values())
+        removed = [a for p, a in current.items() if p not in files]
+        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in current]
+        for add in removed:
+            self._drop_file(add)
+        self._stage_adds(added)
+        self.operations.append("RESTORE")
+        return len(removed), len(added)
 
     def delete_unstaged(self, adds: Iterable[Add]) -> None:
         """Delete written files that will not be staged (a statement failed after its engine wrote them)."""

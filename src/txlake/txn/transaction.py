@@ -19,7 +19,7 @@ from txlake.arguments import mapping_argument, name_argument, string_mapping_arg
 from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import check_write_support, protocol_for_new_table
-from txlake.delta.files import decode_path
+from txlake.delta.files import decode_path, resolve_file
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
 from txlake.delta.state import Snapshot
 from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
@@ -28,6 +28,7 @@ from txlake.errors import (
     CommitStateUnknownError,
     ConcurrentTransactionError,
     ConflictError,
+    DataFileNotFoundError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     PredicateError,
@@ -58,6 +59,7 @@ from txlake.lakehouse.records import (
     TableEntry,
     apply_catalog,
 )
+from txlake.storage import ObjectStore
 from txlake.txn import group
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
@@ -369,6 +371,42 @@ class Transaction:
         ]
         clone.stage_adds(adds, "CLONE")
         return len(adds)
+
+    def _restore_table(self, then: TableEntry, delta: Snapshot) -> tuple[int, int]:
+        """Bring table ``then`` (its catalog entry at an earlier version, where its Delta state was ``delta``)
+        back: its name, then its files. Returns the numbers of files removed and added back."""
+        now = self._view.tables.get(then.id)
+        if now is None:
+            raise InvalidArgumentError(
+                f"table {then.name!r} was dropped after lakehouse version {delta.version}: restoring a dropped "
+                "table is not supported yet (clone it from that version instead: lake.clone(name, new, version=G))",
+                argument="tables",
+            )
+        if now.name.lower() != then.name.lower():
+            self.rename_table(now.name, then.name)
+        work = self._table(then.name)
+        if (work.metadata.schema_string, work.partition_columns) != (
+            delta.metadata.schema_string,
+            delta.metadata.partition_columns,
+        ):
+            raise InvalidArgumentError(
+                f"the schema or partitioning of {then.name!r} changed since: restoring across a schema change is "
+                "not supported yet",
+                argument="tables",
+            )
+        live = {a.path for a in work.live_files()}
+        missing = [
+            add.path
+            for path, add in delta.files.items()
+            if path not in live and not _exists(self._ctx.store, work.entry.path, add)
+        ]
+        if missing:
+            raise DataFileNotFoundError(
+                f"{len(missing)} data file(s) of {then.name!r} at that version are gone ({missing[0]}, ...)",
+                table=then.name,
+                path=missing[0],
+            )
+        return work.restore(delta.files)
 
     def drop_table(self, name: str) -> None:
         """Remove the table from the catalog (its files stay until vacuum; time travel still sees it)."""
@@ -1142,3 +1180,8 @@ class MergeMetrics:
     num_updated: int
     num_deleted: int
     num_inserted: int
+
+
+def _exists(store: ObjectStore, table_path: str, add: Add) -> bool:
+    file_store, key = resolve_file(store, table_path, add.path)
+    return file_store.exists(key)

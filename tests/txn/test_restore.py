@@ -1,0 +1,100 @@
+"""``lake.restore``: the lakehouse (or some tables) back to an earlier version, as one new transaction."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.services import StoreLocation
+
+
+def _bank(location: StoreLocation) -> tuple[txlake.Lakehouse, int]:
+    lake = txlake.connect(location.uri, location.storage_options)
+    lake.create_table("b.acc", "id long, bal long")
+    lake.create_table("b.log", "id long")
+    with lake.transaction() as tx:
+        tx.append("b.acc", pa.table({"id": [1, 2], "bal": [10, 20]}))
+        tx.append("b.log", pa.table({"id": [1]}))
+    good = lake.version()
+    with lake.transaction() as tx:
+        tx.update("b.acc", set={"bal": "bal * 100"})
+        tx.delete("b.log")
+        tx.append("b.acc", pa.table({"id": [3], "bal": [30]}))
+    lake.create_table("b.new", "id long")
+    lake.rename_table("b.log", "b.journal")
+    return lake, good
+
+
+def _rows(reader: txlake.Lakehouse | txlake.LakehouseSnapshot, name: str) -> list[dict[str, int]]:
+    return sorted(reader.read_arrow(name).to_pylist(), key=lambda r: r["id"])
+
+
+def test_restore_brings_back_names_and_data_and_keeps_history(any_store_uri: StoreLocation) -> None:
+    lake, good = _bank(any_store_uri)
+    before = lake.version()
+    result = lake.restore(good)
+    assert result.version == before + 1
+    assert lake.tables() == ["b.acc", "b.log"]  # b.new (created since) dropped, b.journal renamed back
+    assert _rows(lake, "b.acc") == [{"id": 1, "bal": 10}, {"id": 2, "bal": 20}]
+    assert _rows(lake, "b.log") == [{"id": 1}]
+    assert _rows(lake.snapshot(version=before), "b.acc")[0] == {"id": 1, "bal": 1000}  # history kept
+    assert lake.snapshot(version=before).tables() == ["b.acc", "b.journal", "b.new"]
+    if not any_store_uri.uri.startswith("memory://"):
+        table = deltalake.DeltaTable(
+            lake.table_location("b.acc"), storage_options=any_store_uri.storage_options or None
+        )
+        rows = pa.table(deltalake.QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+        assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == _rows(lake, "b.acc")  # a plain reader agrees
+        assert table.history(1)[0]["operation"] == "RESTORE"
+
+
+def test_restore_by_tag_or_timestamp_and_of_some_tables(tmp_path: Path) -> None:
+    lake, good = _bank(StoreLocation(tmp_path.as_uri(), {}))
+    lake.tag("good", version=good)
+    when = datetime.fromtimestamp(lake.context.glog.decided_at_ms(good) / 1000, UTC)
+    lake.restore(timestamp=when, tables=["b.acc"])  # only b.acc: the rest stays as it is
+    assert lake.tables() == ["b.acc", "b.journal", "b.new"]
+    assert _rows(lake, "b.acc") == [{"id": 1, "bal": 10}, {"id": 2, "bal": 20}]
+    assert _rows(lake, "b.journal") == []
+    version = lake.version()
+    assert lake.restore(tag="good", tables=["b.acc"]).read_only  # already so: nothing to commit
+    assert lake.version() == version
+    lake.restore(tag="good")
+    assert lake.tables() == ["b.acc", "b.log"] and _rows(lake, "b.log") == [{"id": 1}]
+
+
+def test_restore_refuses_what_it_cannot_do_and_writes_nothing(tmp_path: Path) -> None:
+    lake, good = _bank(StoreLocation(tmp_path.as_uri(), {}))
+    lake.drop_table("b.journal")
+    version = lake.version()
+    with pytest.raises(txlake.InvalidArgumentError, match="dropped after lakehouse version"):
+        lake.restore(good)
+    with pytest.raises(txlake.InvalidArgumentError, match="version=, timestamp= or tag="):
+        lake.restore()
+    with pytest.raises(txlake.TableNotFoundError):
+        lake.restore(good, tables=["b.nope"])
+    with pytest.raises(txlake.TagNotFoundError):
+        lake.restore(tag="nope")
+    # a file of that version deleted outside txlake: refused before anything is committed
+    then = lake.snapshot(version=good).delta_snapshot("b.acc")
+    path = lake.snapshot(version=good).entry("b.acc").path
+    gone = next(iter(then.files))
+    (tmp_path / path / gone).unlink()
+    with pytest.raises(txlake.DataFileNotFoundError):
+        lake.restore(good, tables=["b.acc"])
+    assert lake.version() == version and lake.tables() == ["b.acc", "b.new"]
+
+
+def test_a_writer_that_read_what_restore_replaced_conflicts(tmp_path: Path) -> None:
+    lake, good = _bank(StoreLocation(tmp_path.as_uri(), {}))
+    writer = lake.transaction(isolation="write_serializable")
+    writer.update("b.acc", set={"bal": "bal + 1"}, where="id = 3")
+    lake.restore(good, tables=["b.acc"])
+    with pytest.raises(txlake.ConflictError):
+        writer.commit()
+    assert _rows(lake, "b.acc") == [{"id": 1, "bal": 10}, {"id": 2, "bal": 20}]
