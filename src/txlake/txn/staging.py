@@ -35,6 +35,8 @@ class TableWork:
     txid: str
     created_metadata: Metadata | None = None
     created_protocol: Protocol | None = None
+    new_metadata: Metadata | None = None
+    """A schema or property change of an existing table (``alter_table``), published before the data."""
     added: dict[str, Add] = field(default_factory=dict)
     removed: dict[str, Remove] = field(default_factory=dict)
     operations: list[str] = field(default_factory=list)
@@ -50,6 +52,8 @@ class TableWork:
     def metadata(self) -> Metadata:
         if self.created_metadata is not None:
             return self.created_metadata
+        if self.new_metadata is not None:
+            return self.new_metadata
         assert self.snapshot is not None
         return self.snapshot.metadata
 
@@ -67,7 +71,7 @@ class TableWork:
 
     @property
     def writes(self) -> bool:
-        return bool(self.added or self.removed or self.created_metadata is not None)
+        return bool(self.added or self.removed or self.created_metadata is not None or self.new_metadata is not None)
 
     def live_files(self) -> list[Add]:
         """Files visible to this transaction: the snapshot's, minus its removes, plus its adds."""
@@ -169,6 +173,15 @@ class TableWork:
         self._stage_adds(a for a in adds if a.num_records != 0)
         self.operations.append(operation)
 
+    def change_metadata(self, metadata: Metadata, operation: str) -> None:
+        """Stage a new schema or new properties (a table created in this transaction just gets them)."""
+        if self.created_metadata is not None:
+            self.created_metadata = metadata
+        else:
+            self.new_metadata = metadata
+        self.only_appends = False
+        self.operations.append(operation)
+
     def restore(self, files: Mapping[str, Add]) -> tuple[int, int]:
         """Make ``files`` (an earlier version's live files, by path) the table's live files: every other live file
         is removed, every missing one added back as it was. Reads the whole table (a DML read). Returns the
@@ -241,6 +254,8 @@ class TableWork:
             out.append(self.created_protocol)
         if self.created_metadata is not None:
             out.append(self.created_metadata)
+        if self.new_metadata is not None:
+            out.append(self.new_metadata)
         out.extend(self.removed.values())
         out.extend(self.added.values())
         return out

@@ -55,6 +55,7 @@ from txlake.lakehouse.records import (
     Outcome,
     ReadSet,
     RenameTable,
+    SetProperties,
     TableChange,
     TableEntry,
     apply_catalog,
@@ -371,6 +372,78 @@ class Transaction:
         ]
         clone.stage_adds(adds, "CLONE")
         return len(adds)
+
+    def alter_table(
+        self,
+        name: str,
+        *,
+        add_columns: pa.Schema | str | None = None,
+        set_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Change a table's schema or properties, as part of this transaction.
+
+        ``add_columns``: new nullable columns (a ``pyarrow.Schema`` or Spark DDL such as ``"note string"``),
+        appended to the schema; files written before read them as NULL. ``set_properties``: table properties
+        (the Delta configuration and the catalog entry); of the ``delta.*`` ones only those txlake honours
+        (:data:`ALTERABLE_DELTA_PROPERTIES`). Plain readers see an ordinary Delta metadata change. A concurrent
+        commit that writes the table conflicts with it (:class:`MetadataChangedError`), either way round.
+        """
+        work = self._table(name)
+        if add_columns is None and not set_properties:
+            raise InvalidArgumentError("alter_table needs add_columns= or set_properties=", argument="add_columns")
+        meta = work.metadata
+        schema = work.schema
+        operations = []
+        if add_columns is not None:
+            new = parse_ddl_schema(add_columns) if isinstance(add_columns, str) else add_columns
+            if not isinstance(new, pa.Schema):
+                raise InvalidArgumentTypeError(
+                    f"add_columns must be a pyarrow.Schema or Spark DDL, got {type(add_columns).__name__}",
+                    argument="add_columns",
+                )
+            existing = {n.lower() for n in schema.names}
+            taken = [f.name for f in new if f.name.lower() in existing]
+            if taken or len({n.lower() for n in new.names}) != len(new):
+                raise SchemaMismatchError(
+                    f"{work.entry.name} already has column(s) {', '.join(taken) or 'named twice'}",
+                    table=work.entry.name,
+                    columns=taken,
+                )
+            required = [f.name for f in new if not f.nullable]
+            if required:
+                raise InvalidArgumentError(
+                    f"added columns must be nullable (rows written before have none): {', '.join(required)}",
+                    argument="add_columns",
+                )
+            schema = pa.schema([*schema, *new])
+            operations.append("ADD COLUMNS")
+        configuration = dict(meta.configuration)
+        if set_properties:
+            properties = string_mapping_argument(set_properties, "set_properties")
+            refused = [k for k in properties if k.lower().startswith("delta.") and k not in ALTERABLE_DELTA_PROPERTIES]
+            if refused:
+                raise UnsupportedFeatureError(
+                    f"txlake cannot honour Delta property {refused[0]!r} (it changes how the table must be read or "
+                    f"written); alterable: {', '.join(sorted(ALTERABLE_DELTA_PROPERTIES))}",
+                    table=work.entry.name,
+                    feature=refused[0],
+                )
+            configuration.update(properties)
+            self._catalog(SetProperties(work.entry.name, table_id=work.entry.id, properties=dict(properties)))
+            operations.append("SET TBLPROPERTIES")
+        new_meta = dataclasses.replace(meta, schema_string=schema_to_json(schema), configuration=configuration)
+        protocol = work.created_protocol or (work.snapshot.protocol if work.snapshot is not None else None)
+        assert protocol is not None  # a table either exists (snapshot) or was created here
+        needed = set(protocol_for_new_table(new_meta.schema_string).writer_features or ())
+        if needed - set(protocol.writer_features or ()):
+            raise UnsupportedFeatureError(
+                f"the new columns of {work.entry.name} need Delta feature(s) {', '.join(sorted(needed))}, which the "
+                "table's protocol lacks (txlake does not upgrade protocols)",
+                table=work.entry.name,
+                feature=sorted(needed)[0],
+            )
+        check_write_support(protocol, new_meta, table=work.entry.name)
+        work.change_metadata(new_meta, " + ".join(operations))
 
     def _restore_table(self, then: TableEntry, delta: Snapshot) -> tuple[int, int]:
         """Bring table ``then`` (its catalog entry at an earlier version, where its Delta state was ``delta``)
@@ -1180,6 +1253,18 @@ class MergeMetrics:
     num_updated: int
     num_deleted: int
     num_inserted: int
+
+
+ALTERABLE_DELTA_PROPERTIES = frozenset(
+    {
+        "delta.appendOnly",
+        "delta.checkpointInterval",
+        "delta.deletedFileRetentionDuration",
+        "delta.logRetentionDuration",
+        "delta.dataSkippingNumIndexedCols",
+    }
+)
+"""``delta.*`` table properties ``alter_table`` may set: they change no reader's or writer's protocol."""
 
 
 def _exists(store: ObjectStore, table_path: str, add: Add) -> bool:

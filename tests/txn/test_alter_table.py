@@ -1,0 +1,71 @@
+"""``tx.alter_table``: new nullable columns and table properties as a transactional metadata change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.services import StoreLocation
+
+
+def _lake(location: StoreLocation) -> txlake.Lakehouse:
+    lake = txlake.connect(location.uri, location.storage_options)
+    lake.create_table("s.t", "id long")
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1]}))
+    return lake
+
+
+def test_added_columns_read_as_null_in_old_files_and_plain_readers_agree(any_store_uri: StoreLocation) -> None:
+    lake = _lake(any_store_uri)
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", add_columns="note string", set_properties={"owner": "ops"})
+        assert tx.schema("s.t").names == ["id", "note"]  # the transaction sees its own change
+        tx.append("s.t", pa.table({"id": [2], "note": ["new"]}))
+        assert tx.read_arrow("s.t").sort_by("id").to_pylist() == [{"id": 1, "note": None}, {"id": 2, "note": "new"}]
+    assert lake.snapshot().schema("s.t").names == ["id", "note"]
+    assert lake.snapshot().entry("s.t").properties == {"owner": "ops"}
+    assert lake.snapshot().delta_snapshot("s.t").metadata.configuration["owner"] == "ops"
+    assert lake.snapshot(version=lake.version() - 1).schema("s.t").names == ["id"]  # time travel keeps the old one
+    if not any_store_uri.uri.startswith("memory://"):
+        table = deltalake.DeltaTable(lake.table_location("s.t"), storage_options=any_store_uri.storage_options or None)
+        rows = pa.table(deltalake.QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+        assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == [{"id": 1, "note": None}, {"id": 2, "note": "new"}]
+
+
+def test_alter_and_a_concurrent_write_of_the_table_conflict(tmp_path: Path) -> None:
+    lake = _lake(StoreLocation(tmp_path.as_uri(), {}))
+    for first_alters in (True, False):
+        alter = lake.transaction()
+        alter.alter_table("s.t", set_properties={"round": str(first_alters)})
+        append = lake.transaction(isolation="snapshot")
+        append.append("s.t", pa.table({"id": [9]}))
+        first, second = (alter, append) if first_alters else (append, alter)
+        first.commit()
+        with pytest.raises(txlake.MetadataChangedError):
+            second.commit()
+    assert lake.read_arrow("s.t").num_rows == 2  # one append got in, in the second round
+
+
+def test_alter_mistakes_are_typed_and_change_nothing(tmp_path: Path) -> None:
+    lake = _lake(StoreLocation(tmp_path.as_uri(), {}))
+    version = lake.version()
+    for kwargs, error in (
+        ({"add_columns": "ID long"}, txlake.SchemaMismatchError),  # names are case-insensitive
+        ({"add_columns": "x long NOT NULL"}, txlake.InvalidArgumentError),
+        ({"add_columns": "x long, x string"}, txlake.InvalidArgumentError),  # the DDL itself names x twice
+        ({"add_columns": "t timestamp_ntz"}, txlake.UnsupportedFeatureError),  # would need a protocol upgrade
+        ({"set_properties": {"delta.columnMapping.mode": "name"}}, txlake.UnsupportedFeatureError),
+        ({"set_properties": {"owner": 5}}, txlake.InvalidArgumentTypeError),
+        ({"add_columns": 5}, txlake.InvalidArgumentTypeError),
+        ({}, txlake.InvalidArgumentError),
+    ):
+        with pytest.raises(error), lake.transaction() as tx:
+            tx.alter_table("s.t", **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(txlake.TableNotFoundError), lake.transaction() as tx:
+        tx.alter_table("s.nope", add_columns="x long")
+    assert lake.version() == version and lake.snapshot().schema("s.t").names == ["id"]
