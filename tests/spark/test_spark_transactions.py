@@ -313,3 +313,19 @@ def test_create_table_from_spark_schema(lake: txlake.Lakehouse, spark: SparkSess
     assert lake.read_arrow("sp.typed").num_rows == 1
     with pytest.raises(TypeError):
         txlake.connect(lake.uri).create_table("sp.other", schema)  # no Spark engine: not convertible
+
+
+def test_a_dataframe_with_new_columns_merges_the_schema(lake: txlake.Lakehouse, spark: SparkSession) -> None:
+    """``append(df, schema_mode="merge")`` adds the DataFrame's new columns; by default they are refused."""
+    lake.create_table("s.evolving", "id long, owner string")
+    with lake.transaction() as tx:
+        tx.append("s.evolving", spark.createDataFrame([(1, "ann")], "id long, owner string"))
+    wider = spark.createDataFrame([(2, "bob", "vip")], "id long, owner string, tier string")
+    with pytest.raises(txlake.SchemaMismatchError), lake.transaction() as tx:
+        tx.append("s.evolving", wider)
+    with lake.transaction() as tx:
+        assert tx.append("s.evolving", wider, schema_mode="merge") == 1
+    assert lake.snapshot().schema("s.evolving").names == ["id", "owner", "tier"]
+    assert assert_published(lake, "s.evolving") == rows(
+        pa.table({"id": [1, 2], "owner": ["ann", "bob"], "tier": [None, "vip"]})
+    )

@@ -69,3 +69,18 @@ def test_alter_mistakes_are_typed_and_change_nothing(tmp_path: Path) -> None:
     with pytest.raises(txlake.TableNotFoundError), lake.transaction() as tx:
         tx.alter_table("s.nope", add_columns="x long")
     assert lake.version() == version and lake.snapshot().schema("s.t").names == ["id"]
+
+
+def test_append_with_schema_mode_merge_adds_the_new_columns(tmp_path: Path) -> None:
+    lake = _lake(StoreLocation(tmp_path.as_uri(), {}))
+    wider = pa.table({"id": [2], "Tier": ["vip"]})
+    with pytest.raises(txlake.SchemaMismatchError), lake.transaction() as tx:
+        tx.append("s.t", wider)  # strict by default
+    with lake.transaction() as tx:
+        tx.append("s.t", wider, schema_mode="merge")
+        tx.append("s.t", pa.table({"id": [3]}), schema_mode="merge")  # fewer columns: nothing to add
+    assert lake.snapshot().schema("s.t").names == ["id", "Tier"]
+    rows = sorted(lake.read_arrow("s.t").to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "Tier": None}, {"id": 2, "Tier": "vip"}, {"id": 3, "Tier": None}]
+    with pytest.raises(txlake.InvalidArgumentError), lake.transaction() as tx:
+        tx.append("s.t", wider, schema_mode="evolve")  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from txlake.arguments import mapping_argument, name_argument, string_mapping_argument
+from txlake.arguments import choice_argument, mapping_argument, name_argument, string_mapping_argument
 from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import check_write_support, protocol_for_new_table
@@ -557,8 +557,15 @@ class Transaction:
             )
         return engine
 
-    def append(self, name: str, data: pa.Table | Any) -> int:
-        """Stage ``data`` (an Arrow table or a Spark DataFrame) as new rows of ``name``; returns the row count."""
+    def append(self, name: str, data: pa.Table | Any, *, schema_mode: Literal["strict", "merge"] = "strict") -> int:
+        """Stage ``data`` (an Arrow table or a Spark DataFrame) as new rows of ``name``; returns the row count.
+
+        ``schema_mode="merge"``: columns of ``data`` the table lacks are first added to it (nullable, as
+        :meth:`alter_table` does); by default (``"strict"``) they are a :class:`SchemaMismatchError`.
+        """
+        choice_argument(schema_mode, "schema_mode", ("strict", "merge"))
+        if schema_mode == "merge":
+            self._merge_schema(name, data)
         if isinstance(data, pa.Table):
             return self._table(name).append(data)
         engine = self._engine_for(data)
@@ -566,6 +573,20 @@ class Transaction:
         written = engine.write(WriteSpec(self._location(work), self.txid), data)
         work.stage_adds(written.adds)
         return written.num_rows
+
+    def _merge_schema(self, name: str, data: object) -> None:
+        """Add the columns of ``data`` that ``name`` lacks (``append(..., schema_mode="merge")``)."""
+        if isinstance(data, pa.Table):
+            incoming = data.schema
+        else:
+            converted = self._engine_for(data).arrow_schema(data.schema, table=name)  # type: ignore[attr-defined]
+            if converted is None:
+                return
+            incoming = converted
+        known = {n.lower() for n in self._table(name).schema.names}
+        extra = [field.with_nullable(True) for field in incoming if field.name.lower() not in known]
+        if extra:
+            self.alter_table(name, add_columns=pa.schema(extra))
 
     def overwrite(self, name: str, data: pa.Table | Any, where: str | None = None) -> int:
         """Replace all rows (or the rows matching ``where``) with ``data``; every row of ``data`` must match."""
