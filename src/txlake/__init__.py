@@ -38,7 +38,7 @@ from txlake.errors import (
 )
 from txlake.lake import Lakehouse, LakehouseSnapshot, TransactionStatus, connect
 from txlake.lakehouse.tags import Tag
-from txlake.txn.transaction import CommitResult, MergeMetrics, Transaction
+from txlake.txn.transaction import CommitResult, MergeMetrics, OptimizeMetrics, Transaction
 
 __all__ = [
     "CatalogChangedError",
@@ -62,6 +62,7 @@ __all__ = [
     "MetadataChangedError",
     "ObjectAlreadyExistsError",
     "ObjectNotFoundError",
+    "OptimizeMetrics",
     "PredicateError",
     "ProtocolChangedError",
     "SchemaMismatchError",

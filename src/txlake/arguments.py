@@ -111,3 +111,27 @@ def timestamp_ms_argument(value: object, argument: str = "timestamp") -> int:
             argument=argument,
         )
     return millis
+
+
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def size_argument(value: object, argument: str) -> int:
+    """A size in bytes: a positive int, or a text such as ``"128MB"`` / ``"1 GB"`` / ``"4096"`` (binary units)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidArgumentTypeError(
+            f"{argument} must be bytes (an int) or a text such as '128MB', got {type(value).__name__}",
+            argument=argument,
+        )
+    if isinstance(value, int):
+        number = value
+    else:
+        text = value.strip().upper().replace(" ", "")
+        digits = text.rstrip("KMGTB")
+        unit = text[len(digits) :]
+        if not digits.isdigit() or unit not in _SIZE_UNITS:
+            raise InvalidArgumentError(f"{argument} must be a size such as '128MB', got {value!r}", argument=argument)
+        number = int(digits) * _SIZE_UNITS[unit]
+    if number <= 0:
+        raise InvalidArgumentError(f"{argument} must be positive, got {value!r}", argument=argument)
+    return number

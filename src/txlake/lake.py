@@ -42,7 +42,7 @@ from txlake.lakehouse.tags import Tag, TagStore, tag_name_argument
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
-from txlake.txn.transaction import CommitResult, Transaction
+from txlake.txn.transaction import CommitResult, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
@@ -222,6 +222,25 @@ class Lakehouse:
     def version_at(self, timestamp: datetime) -> int:
         """The newest lakehouse version decided at or before ``timestamp`` (timezone-aware)."""
         return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
+
+    # --------------------------------------------------------------------------------------- optimize
+
+    def optimize(
+        self,
+        name: str,
+        where: str | None = None,
+        *,
+        target_file_size: int | str = "128MB",
+        zorder_by: Sequence[str] | None = None,
+        retries: int = 10,
+    ) -> OptimizeMetrics:
+        """Compact a table's small files in its own transaction (see :meth:`Transaction.optimize`), retried
+        when a concurrent commit removed a file it was compacting. Appends never conflict with it."""
+        return self.run(
+            lambda tx: tx.optimize(name, where, target_file_size=target_file_size, zorder_by=zorder_by),
+            isolation="write_serializable",
+            retries=retries,
+        )
 
     # ---------------------------------------------------------------------------------------- restore
 

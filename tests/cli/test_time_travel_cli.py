@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import txlake
-from tests.cli.conftest import Txlake
+from tests.cli.conftest import Txlake, accounts
 from tests.cli.real import assert_clean_failure
 from tests.cli.real import txlake as cli
 from txlake.cli.exit_codes import ExitCode
@@ -107,3 +107,22 @@ def test_restore_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlak
     assert "bank.scratch" not in bank.tables()
     assert_clean_failure(cli("restore", "--uri", bank.uri), ExitCode.USAGE)  # which version?
     assert_clean_failure(cli("restore", "--tag", "nope", "--uri", bank.uri), ExitCode.NOT_FOUND)
+
+
+def test_optimize_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    for first in (10, 20):  # three small files in all
+        with bank.transaction() as tx:
+            tx.append("bank.checking", accounts([first, first + 1], ["cy", "di"], [1, 2]))
+    files = len(bank.snapshot().delta_snapshot("bank.checking").files)
+    rows = bank.read_arrow("bank.checking").num_rows
+    run = txlake_cli("optimize", "bank.checking", "--uri", bank.uri, "--json")
+    assert run.code == ExitCode.OK, run.err
+    doc = run.json()
+    assert doc["files_removed"] == files and doc["files_added"] == 1  # type: ignore[index]
+    assert bank.read_arrow("bank.checking").num_rows == rows
+    run = txlake_cli("optimize", "bank.checking", "--uri", bank.uri)
+    assert run.code == ExitCode.OK and "no small files to compact" in run.out
+    assert_clean_failure(
+        cli("optimize", "bank.checking", "--target-file-size", "big", "--uri", bank.uri), ExitCode.USAGE
+    )
+    assert_clean_failure(cli("optimize", "bank.checking", "--where", "id > 1", "--uri", bank.uri), ExitCode.INVALID)

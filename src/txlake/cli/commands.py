@@ -26,6 +26,7 @@ from txlake.cli.output import Output, timestamp
 from txlake.cli.reports import (
     CloneResult,
     InitResult,
+    OptimizeResult,
     RestoreResult,
     TagList,
     TagResult,
@@ -236,6 +237,21 @@ def cmd_tags(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_optimize(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    before = lake.version()
+    zorder = parse_columns(args.zorder_by) if args.zorder_by else None
+    with suggesting_tables(lake), out.progress() as progress:
+        task = progress.add_task(f"optimizing {args.table}", total=None)
+        metrics = lake.optimize(args.table, args.where, target_file_size=args.target_file_size, zorder_by=zorder)
+        progress.update(task, completed=1, total=1)
+    result = OptimizeResult(
+        args.table, before, lake.version(), metrics.files_removed, metrics.files_added, metrics.bytes_removed
+    )
+    _emit(out, result, render.render_optimize)
+    return ExitCode.OK
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     before = lake.version()
@@ -415,6 +431,19 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--description", default="", help="a note kept with the tag")
 
     _add(sub, "tags", cmd_tags, "list the tags", "Every tag with the lakehouse version it names, oldest first.")
+
+    p = _add(
+        sub,
+        "optimize",
+        cmd_optimize,
+        "compact a table's small files (optionally Z-ordered)",
+        "Bin-pack a table's small files into files of about --target-file-size, in its own transaction with "
+        "dataChange=false: rows do not change and concurrent appends never conflict with it.",
+    )
+    p.add_argument("table", help="namespace.table")
+    p.add_argument("--where", metavar="SQL", help="only partitions matching this condition on partition columns")
+    p.add_argument("--target-file-size", default="128MB", metavar="SIZE", help="e.g. 128MB (default), 1GB, 4096")
+    p.add_argument("--zorder-by", metavar="A,B", help="also cluster rows along a Z-order curve of these columns")
 
     p = _add(
         sub,

@@ -15,6 +15,7 @@ from txlake.cli.reports import (
     InitResult,
     LogEntry,
     LogView,
+    OptimizeResult,
     RestoreResult,
     RowsResult,
     TableChangeView,
@@ -68,6 +69,18 @@ def render_tables(out: Output, result: TableList) -> None:
         f"tables{scope} at lakehouse version {result.version} — {result.uri}",
         table,
         f"{len(result.tables)} table(s)",
+    )
+
+
+def render_optimize(out: Output, result: OptimizeResult) -> None:
+    if not result.files_removed:
+        out.line(Text(f"{result.table}: no small files to compact (lakehouse version {result.version})"))
+        return
+    out.line(
+        Text(
+            f"{result.table}: {result.files_removed} file(s) ({human_size(result.bytes_removed)}) compacted into "
+            f"{result.files_added} at lakehouse version {result.version}"
+        )
     )
 
 

@@ -99,6 +99,19 @@ def list_tables(lake: txlake.Lakehouse, *, namespace: str | None, version: int |
     return TableList(lake.uri, snap.version, namespace, tuple(summaries))
 
 
+# --------------------------------------------------------------------------------------------- optimize
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizeResult:
+    table: str
+    previous_version: int
+    version: int
+    files_removed: int
+    files_added: int
+    bytes_removed: int
+
+
 # ---------------------------------------------------------------------------------------------- restore
 
 

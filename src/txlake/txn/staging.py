@@ -7,13 +7,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove
 from txlake.delta.files import decode_path, read_file, read_files, resolve_file, write_data_files
 from txlake.delta.schema import conform, normalize_schema, schema_from_json
 from txlake.delta.state import Snapshot
-from txlake.errors import SchemaMismatchError
+from txlake.errors import PredicateError, SchemaMismatchError
 from txlake.expr import BoundPredicate, FileStats, parse_predicate
 from txlake.lakehouse.records import ReadSet, TableEntry
 from txlake.storage import ObjectStore
@@ -173,6 +175,54 @@ class TableWork:
         self._stage_adds(a for a in adds if a.num_records != 0)
         self.operations.append(operation)
 
+    def compact(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> tuple[int, int, int]:
+        """Bin-pack the live files smaller than ``target_bytes`` (in partitions matching ``where``, which may
+        name partition columns only) into files of about ``target_bytes``; with ``zorder_by``, rewrite every file
+        of a partition sorted along a Z-order curve of those columns. The rows do not change: removes and adds
+        carry ``dataChange=false``, so readers and concurrent appends are unaffected, and only a concurrent
+        removal of a compacted file conflicts. Returns (files removed, files added, bytes removed).
+        """
+        predicate = self.bind(where)
+        if predicate is not None:
+            outside = sorted(predicate.columns - set(self.partition_columns))
+            if outside:
+                raise PredicateError(
+                    f"optimize's where may use partition columns only ({', '.join(self.partition_columns) or 'none'}), "
+                    f"not {', '.join(outside)}",
+                    expression=where or "",
+                )
+        unknown = [c for c in zorder_by if c not in self.schema.names]
+        if unknown or any(c in self.partition_columns for c in zorder_by):
+            raise SchemaMismatchError(
+                f"zorder_by needs data columns of {self.entry.name} (not partition columns): {list(zorder_by)}",
+                table=self.entry.name,
+                columns=list(unknown or zorder_by),
+            )
+        groups: dict[tuple[tuple[str, str | None], ...], list[Add]] = {}
+        for add in self.candidates(predicate):
+            if add.path not in self.added:
+                groups.setdefault(tuple(sorted(add.partition_values.items())), []).append(add)
+        rewritten: list[Add] = []
+        written: list[Add] = []
+        for files in groups.values():
+            chosen = sorted(files, key=lambda a: a.path) if zorder_by else [a for a in files if a.size < target_bytes]
+            for bin_ in _bins(chosen, target_bytes, whole=bool(zorder_by)):
+                data = self._read(bin_)
+                if zorder_by:
+                    data = data.take(zorder_indices(data, zorder_by))
+                adds = write_data_files(
+                    self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
+                )
+                rewritten.extend(bin_)
+                written.extend(dataclasses.replace(a, data_change=False) for a in adds)
+        self.only_appends = False
+        self.dml_files.update(a.path for a in rewritten)  # a read of these files, without a predicate
+        for add in rewritten:
+            self.removed[add.path] = add.remove(data_change=False)
+        self._stage_adds(written)
+        self.operations.append("OPTIMIZE")
+        return len(rewritten), len(written), sum(a.size for a in rewritten)
+
     def change_metadata(self, metadata: Metadata, operation: str) -> None:
         """Stage a new schema or new properties (a table created in this transaction just gets them)."""
         if self.created_metadata is not None:
@@ -285,3 +335,37 @@ class TableWork:
             return
         store, key = resolve_file(self.store, self.entry.path, add.path)
         store.delete(key)
+
+
+def _bins(files: Sequence[Add], target_bytes: int, *, whole: bool) -> list[list[Add]]:
+    """Greedy bins of about ``target_bytes``; a bin of one file is left alone unless ``whole`` (Z-order)."""
+    bins: list[list[Add]] = []
+    current: list[Add] = []
+    size = 0
+    for add in sorted(files, key=lambda a: a.size) if not whole else files:
+        if current and size + add.size > target_bytes:
+            bins.append(current)
+            current, size = [], 0
+        current.append(add)
+        size += add.size
+    if current:
+        bins.append(current)
+    return [b for b in bins if len(b) > 1 or whole]
+
+
+def zorder_indices(data: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """Row order along a Z-order curve of ``columns``: each column's dense rank (nulls last) scaled to
+    ``min(32, 64 // len(columns))`` bits, the bits interleaved into one key."""
+    bits = min(32, 64 // len(columns))  # (float64 carries the scaled rank exactly up to 2**53)
+    scale = (1 << bits) - 1
+    keys = np.zeros(data.num_rows, dtype=np.uint64)
+    ranks = []
+    for name in columns:
+        rank = pc.rank(data.column(name), sort_keys="ascending", tiebreaker="dense")
+        values = rank.to_numpy(zero_copy_only=False).astype(np.float64) - 1
+        top = max(float(values.max()) if len(values) else 0.0, 1.0)
+        ranks.append((values / top * scale).astype(np.uint64))
+    for bit in range(bits - 1, -1, -1):
+        for rank in ranks:
+            keys = (keys << np.uint64(1)) | ((rank >> np.uint64(bit)) & np.uint64(1))
+    return pa.array(np.argsort(keys, kind="stable"))

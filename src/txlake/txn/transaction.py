@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from txlake.arguments import choice_argument, mapping_argument, name_argument, string_mapping_argument
+from txlake.arguments import (
+    choice_argument,
+    columns_argument,
+    mapping_argument,
+    name_argument,
+    size_argument,
+    string_mapping_argument,
+)
 from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import check_write_support, protocol_for_new_table
@@ -372,6 +379,24 @@ class Transaction:
         ]
         clone.stage_adds(adds, "CLONE")
         return len(adds)
+
+    def optimize(
+        self,
+        name: str,
+        where: str | None = None,
+        *,
+        target_file_size: int | str = "128MB",
+        zorder_by: Sequence[str] | None = None,
+    ) -> OptimizeMetrics:
+        """Compact ``name``'s small files (in the partitions ``where`` selects) into files of about
+        ``target_file_size`` (bytes, or a text such as ``"128MB"``); with ``zorder_by``, also cluster each
+        partition's rows along a Z-order curve of those columns. Rows do not change (``dataChange=false``):
+        concurrent appends never conflict with it; a concurrent removal of a compacted file does.
+        """
+        target = size_argument(target_file_size, "target_file_size")
+        zorder = list(columns_argument(zorder_by) or [])
+        removed, added, size = self._table(name).compact(where, target, zorder)
+        return OptimizeMetrics(removed, added, size)
 
     def alter_table(
         self,
@@ -1267,6 +1292,15 @@ def _changes(record: GlobalRecord, table_id: str) -> bool:
     """Whether a claimed version writes the table or adopts plain commits into it."""
     change = record.table(table_id)
     return change is not None and change.moves_version
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizeMetrics:
+    """What ``optimize`` rewrote: files removed and added, and the bytes of the files removed."""
+
+    files_removed: int
+    files_added: int
+    bytes_removed: int
 
 
 @dataclass(frozen=True, slots=True)
