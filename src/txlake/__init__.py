@@ -32,12 +32,14 @@ from txlake.errors import (
     TagNotFoundError,
     TransactionClosedError,
     TransactionError,
+    TransactionExpiredError,
     TxlakeError,
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from txlake.lake import Lakehouse, LakehouseSnapshot, TransactionStatus, connect
 from txlake.lakehouse.tags import Tag
+from txlake.lakehouse.vacuum import VacuumFile, VacuumReport
 from txlake.txn.transaction import CommitResult, MergeMetrics, OptimizeMetrics, Transaction
 
 __all__ = [
@@ -75,9 +77,12 @@ __all__ = [
     "Transaction",
     "TransactionClosedError",
     "TransactionError",
+    "TransactionExpiredError",
     "TransactionStatus",
     "TxlakeError",
     "UnsupportedFeatureError",
+    "VacuumFile",
+    "VacuumReport",
     "VersionNotFoundError",
     "__version__",
     "connect",

@@ -224,6 +224,11 @@ class CatalogChangedError(ConcurrentTransactionError):
     """Under serializable, a concurrent commit changed catalog entries this transaction looked up or listed."""
 
 
+class TransactionExpiredError(ConflictError):
+    """The transaction began too long ago to commit (``txlake.lakehouse.ages.MAX_TRANSACTION_AGE``, 24 hours):
+    vacuum may have deleted the files it wrote. Running it again (``Lakehouse.run`` does) writes them anew."""
+
+
 # ------------------------------------------------------------------------------------------ transactions
 
 

@@ -6,7 +6,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
 import pyarrow as pa
@@ -39,6 +39,7 @@ from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.lakehouse.tags import Tag, TagStore, tag_name_argument
+from txlake.lakehouse.vacuum import DEFAULT_RETENTION, VacuumReport, highest_horizon, vacuum
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
@@ -242,6 +243,46 @@ class Lakehouse:
             retries=retries,
         )
 
+    # ----------------------------------------------------------------------------------------- vacuum
+
+    def vacuum(
+        self,
+        retention: timedelta = DEFAULT_RETENTION,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> VacuumReport:
+        """Delete the files no lakehouse version of the last ``retention`` needs, nor any tag, clone, claim in
+        flight or running transaction; tables dropped before then go whole. Returns what was (``dry_run``: would
+        be) deleted and what was kept, and why.
+
+        A ``retention`` below a table's ``delta.deletedFileRetentionDuration`` (7 days by default) is refused
+        unless ``force=True``: readers of older versions would lose files. Files no log references are deleted
+        only once 26 hours old whatever the retention (they may belong to a running transaction; see
+        ``docs/protocol.md``, "Vacuum"). ``progress(done, total)`` is called as files are deleted.
+        """
+        if not isinstance(retention, timedelta):
+            raise InvalidArgumentTypeError(
+                f"retention must be a datetime.timedelta, got {type(retention).__name__}", argument="retention"
+            )
+        if retention < timedelta(0):
+            raise InvalidArgumentError(f"retention must not be negative, got {retention}", argument="retention")
+        for flag, value in (("dry_run", dry_run), ("force", force)):
+            if not isinstance(value, bool):
+                raise InvalidArgumentTypeError(f"{flag} must be True or False, got {value!r}", argument=flag)
+        return vacuum(self._ctx, retention, dry_run=dry_run, force=force, progress=progress)
+
+    def _check_not_vacuumed(self, version: int) -> None:
+        """:class:`VersionNotFoundError` if a vacuum ran with a horizon above ``version``: its files may be gone."""
+        horizon = highest_horizon(self.store)
+        if version < horizon:
+            raise VersionNotFoundError(
+                f"lakehouse version {version} is older than the vacuum horizon (version {horizon}): "
+                "its files may have been deleted",
+                version=version,
+            )
+
     # ---------------------------------------------------------------------------------------- restore
 
     def restore(
@@ -264,6 +305,8 @@ class Lakehouse:
         if version is None and timestamp is None and tag is None:
             raise InvalidArgumentError("give the version to restore: version=, timestamp= or tag=", argument="version")
         then = self.snapshot(version, timestamp=timestamp, tag=tag)
+        if tag is None:  # a tag's files are kept by every vacuum
+            self._check_not_vacuumed(then.version)
         if tables is not None:
             names = list(columns_argument(tables) or [])
             entries = [then.entry(name) for name in names]
@@ -275,6 +318,7 @@ class Lakehouse:
                 for name in tx.tables():
                     if tx._entry(name).id not in kept:
                         tx.drop_table(name)
+            tx._borrow(then.version)
             for entry in entries:
                 tx._restore_table(entry, then.delta_snapshot(entry.name))
         assert tx.result is not None
@@ -292,6 +336,8 @@ class Lakehouse:
         name_argument(source, "source")
         name_argument(target, "target")
         at = self.snapshot(version)
+        if version is not None:
+            self._check_not_vacuumed(at.version)
         if "." in source:
             pairs = [(at.entry(source).name, target)]
         else:
@@ -308,6 +354,7 @@ class Lakehouse:
                 )
             pairs = [(name, f"{target}.{name.split('.', 1)[1]}") for name in names]
         with self.transaction() as tx:
+            tx._borrow(at.version)
             for name, new_name in pairs:
                 entry = at.entry(name)
                 delta = at.delta_snapshot(name)
@@ -329,7 +376,14 @@ class Lakehouse:
                 f"description must be a string, got {type(description).__name__}", argument="description"
             )
         state = self.snapshot(version).state  # checks the version exists and is decided
-        return self._tags.create(Tag(name, state.version, now_ms(), description))
+        self._check_not_vacuumed(state.version)
+        tag = self._tags.create(Tag(name, state.version, now_ms(), description))
+        try:  # a vacuum that began meanwhile either saw the tag, or recorded its horizon before: look again
+            self._check_not_vacuumed(state.version)
+        except VersionNotFoundError:
+            self._tags.store.delete(self._tags.path(tag.name))
+            raise
+        return tag
 
     def tags(self) -> list[Tag]:
         """Every tag, oldest version first."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,20 @@ def test_progress_bar_is_drawn_on_a_terminal(bank: txlake.Lakehouse) -> None:
     assert report.healthy and report.data_files == 3
     assert "checking data files" in screen.getvalue()
     assert Output(True).progress().disable  # never with --json
+
+
+def test_reclaimable_files_are_reported_not_deleted(tmp_path: Path, txlake_cli: Txlake) -> None:
+    uri = f"file://{tmp_path}"
+    build_bank(uri)
+    orphan = tmp_path / "bank" / "checking" / f"part-{'ab' * 16}-crashed.snappy.parquet"
+    orphan.write_bytes(b"x" * 100)
+    when = time.time() - 9 * 86400
+    os.utime(orphan, (when, when))
+    code, doc = _doctor(txlake_cli, uri)
+    assert code == ExitCode.OK and doc["healthy"] is True
+    (finding,) = [f for f in doc["findings"] if f["check"] == "storage.reclaimable"]
+    assert finding["severity"] == "info" and finding["message"].startswith("1 file(s), 100 B,")
+    assert "1 orphans" in finding["message"] and "txlake vacuum --delete" in finding["hint"]
+    assert orphan.exists()
+    code, doc = _doctor(txlake_cli, uri, "--quick")
+    assert _status(doc)["storage.reclaimable"] == "skipped"

@@ -126,3 +126,24 @@ def test_optimize_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txla
         cli("optimize", "bank.checking", "--target-file-size", "big", "--uri", bank.uri), ExitCode.USAGE
     )
     assert_clean_failure(cli("optimize", "bank.checking", "--where", "id > 1", "--uri", bank.uri), ExitCode.INVALID)
+
+
+def test_vacuum_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    with bank.transaction() as tx:
+        tx.overwrite("bank.checking", accounts([9], ["zed"], [1]))
+    run = txlake_cli("vacuum", "--uri", bank.uri)
+    assert run.code == ExitCode.OK, run.err
+    assert "would delete 0 file(s)" in run.out
+    assert_clean_failure(cli("vacuum", "--retention", "0", "--uri", bank.uri), ExitCode.USAGE)  # needs --force
+    assert_clean_failure(cli("vacuum", "--retention", "soon", "--uri", bank.uri), ExitCode.USAGE)
+    run = txlake_cli("vacuum", "--retention", "0", "--force", "--uri", bank.uri, "--json")
+    doc = run.json()
+    assert run.code == ExitCode.OK and doc["dry_run"] is True and doc["files_deleted"] == 3  # type: ignore[index]
+    files = {f["path"] for f in doc["files"]}  # type: ignore[index]
+    # replaced by the update (checking, savings) and by the overwrite (checking)
+    assert sum(p.startswith("bank/checking/") for p in files) == 2
+    assert all(bank.store.exists(p) for p in files)  # a dry run
+    run = txlake_cli("vacuum", "--retention", "0", "--force", "--delete", "--uri", bank.uri)
+    assert run.code == ExitCode.OK and "deleted 3 file(s)" in run.out
+    assert not any(bank.store.exists(p) for p in files)
+    assert bank.read_arrow("bank.checking")["id"].to_pylist() == [9]

@@ -31,6 +31,7 @@ from txlake.cli.reports import (
     TagList,
     TagResult,
     TagView,
+    VacuumResult,
     describe_table,
     list_tables,
     parse_columns,
@@ -252,6 +253,58 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def duration_argument(text: str) -> dt.timedelta:
+    """A retention such as ``7d``, ``168h``, ``30m``, ``90s``, ``1w`` or ``0`` (argparse ``type``)."""
+    value = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    number, unit = (value[:-1], value[-1]) if value and value[-1] in units else (value, "s")
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if not number or amount < 0 or amount != amount or amount == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a duration such as 7d, 168h, 30m or 0, got {text!r}")
+    return dt.timedelta(seconds=amount * units[unit])
+
+
+def _duration_text(delta: dt.timedelta) -> str:
+    seconds = delta.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    with out.progress() as progress:
+        task = progress.add_task("vacuum: deleting", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        report = lake.vacuum(args.retention, dry_run=not args.delete, force=args.force, progress=advance)
+    doc = report.to_json()
+    result = VacuumResult(
+        lake.uri,
+        report.dry_run,
+        _duration_text(report.retention),
+        report.horizon,
+        report.latest,
+        report.files_deleted,
+        report.bytes_deleted,
+        doc["deleted_by_reason"],
+        doc["files_kept"],
+        report.kept_bytes,
+        doc["kept_by_reason"],
+        report.tables_removed,
+        report.tags,
+        tuple(doc["deleted"]),
+    )
+    _emit(out, result, render.render_vacuum)
+    return ExitCode.OK
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     before = lake.version()
@@ -444,6 +497,29 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--where", metavar="SQL", help="only partitions matching this condition on partition columns")
     p.add_argument("--target-file-size", default="128MB", metavar="SIZE", help="e.g. 128MB (default), 1GB, 4096")
     p.add_argument("--zorder-by", metavar="A,B", help="also cluster rows along a Z-order curve of these columns")
+
+    p = _add(
+        sub,
+        "vacuum",
+        cmd_vacuum,
+        "delete files no retained version needs (a dry run unless --delete)",
+        "Find the data files that no lakehouse version of the last --retention needs, nor any tag, clone or "
+        "running transaction, and the tables dropped before then; list them, and with --delete delete them. "
+        "Files no log references are deleted only once 26 hours old, whatever the retention.",
+    )
+    p.add_argument(
+        "--retention",
+        type=duration_argument,
+        default=dt.timedelta(days=7),
+        metavar="DURATION",
+        help="keep every version of this long ago and since, e.g. 7d (default), 168h, 30m, 0",
+    )
+    p.add_argument("--delete", action="store_true", help="delete the files (default: only list them)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="allow a retention below a table's delta.deletedFileRetentionDuration (7 days by default)",
+    )
 
     p = _add(
         sub,

@@ -24,6 +24,7 @@ from txlake.cli.reports import (
     TableList,
     TagList,
     TagResult,
+    VacuumResult,
 )
 
 STATUS_STYLE = {"committed": "green", "aborted": "red", "undecided": "yellow"}
@@ -82,6 +83,25 @@ def render_optimize(out: Output, result: OptimizeResult) -> None:
             f"{result.files_added} at lakehouse version {result.version}"
         )
     )
+
+
+def render_vacuum(out: Output, result: VacuumResult) -> None:
+    verb = "would delete" if result.dry_run else "deleted"
+    head = (
+        f"vacuum of {result.uri} (retention {result.retention}; every file of lakehouse versions "
+        f"{result.horizon}-{result.latest} and of every tag kept): {verb} {result.files_deleted} file(s), "
+        f"{human_size(result.bytes_deleted)}"
+    )
+    out.line(Text(head))
+    for reason, n in sorted(result.deleted_by_reason.items()):
+        out.line(Text(f"  {verb} {n}: {reason}"))
+    for location in result.tables_removed:
+        out.line(Text(f"  {'would remove' if result.dry_run else 'removed'} dropped table {location}"))
+    out.line(Text(f"kept {result.files_kept} data file(s), {human_size(result.bytes_kept)}"))
+    for reason, n in sorted(result.kept_by_reason.items()):
+        out.line(Text(f"  kept {n}: {reason}"))
+    if result.dry_run and result.files_deleted:
+        out.line(Text("dry run: nothing was deleted; run `txlake vacuum --delete` (same options) to delete them"))
 
 
 def render_restore(out: Output, result: RestoreResult) -> None:

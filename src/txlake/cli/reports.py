@@ -112,6 +112,29 @@ class OptimizeResult:
     bytes_removed: int
 
 
+# ----------------------------------------------------------------------------------------------- vacuum
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumResult:
+    uri: str
+    dry_run: bool
+    retention: str
+    horizon: int
+    """The oldest lakehouse version whose files were all kept."""
+    latest: int
+    files_deleted: int
+    bytes_deleted: int
+    deleted_by_reason: dict[str, int]
+    files_kept: int
+    bytes_kept: int
+    kept_by_reason: dict[str, int]
+    tables_removed: tuple[str, ...]
+    tags: tuple[str, ...]
+    files: tuple[dict[str, object], ...]
+    """Every file deleted (or, in a dry run, to delete): path, size, reason."""
+
+
 # ---------------------------------------------------------------------------------------------- restore
 
 

@@ -19,8 +19,9 @@ import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from txlake.delta.actions import Add
+from txlake.delta.actions import Add, now_ms
 from txlake.errors import CorruptLogError, ObjectNotFoundError, TxlakeError
+from txlake.lakehouse.ages import MAX_INTENT_AGE
 from txlake.lakehouse.log import ROOT
 from txlake.lakehouse.records import GlobalRecord, TableChange
 from txlake.storage import ObjectStore
@@ -73,6 +74,8 @@ def _read_intent(store: ObjectStore, path: str, version: int) -> GlobalRecord | 
     expected = f"{record.txid}.json"
     if record.version != version or not path.endswith("/" + expected) or not groupable(record):
         return None  # not a well-formed intent for this version: never merged
+    if record.timestamp_ms < now_ms() - MAX_INTENT_AGE.total_seconds() * 1000:
+        return None  # too old: vacuum may have deleted its files (see txlake.lakehouse.ages)
     return record
 
 

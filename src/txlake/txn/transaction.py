@@ -43,11 +43,14 @@ from txlake.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionClosedError,
+    TransactionExpiredError,
     TransientStorageError,
     TxlakeError,
     UnsupportedFeatureError,
+    VersionNotFoundError,
 )
 from txlake.expr import parse_expression
+from txlake.lakehouse.ages import MAX_TRANSACTION_AGE
 from txlake.lakehouse.log import GlobalVersionTakenError, LogView
 from txlake.lakehouse.records import (
     ISOLATION_LEVELS,
@@ -67,6 +70,7 @@ from txlake.lakehouse.records import (
     TableEntry,
     apply_catalog,
 )
+from txlake.lakehouse.vacuum import highest_horizon
 from txlake.storage import ObjectStore
 from txlake.txn import group
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
@@ -154,6 +158,9 @@ class Transaction:
         self._adopt: set[str] = set()
         self._unadopted: set[str] = set()  # tables whose unadopted plain-writer commits this one conflicted with
         self._claimed: int | None = None  # the global version this transaction claimed (or may have claimed)
+        # the oldest lakehouse version whose data files this transaction re-adds (restore, clone): vacuum may
+        # delete them if it recorded a higher horizon, so the commit checks after claiming (see _after_claim)
+        self._borrows_from: int | None = None
         self._probed: dict[str, tuple[int, int]] = {}  # table -> (mapped version probed at, newest Delta version)
         # catalog reads (serializable validates them): names looked up, namespaces probed, listings taken
         self._read_names: set[str] = set()
@@ -343,7 +350,12 @@ class Transaction:
                 argument="source",
             )
         assert work.snapshot is not None
+        self._borrow(self.read_version)
         return self._clone(work.entry, work.snapshot, work.plan_query(None), target)
+
+    def _borrow(self, version: int) -> None:
+        """Note that this transaction re-adds data files of lakehouse ``version`` (see :meth:`_after_claim`)."""
+        self._borrows_from = version if self._borrows_from is None else min(self._borrows_from, version)
 
     def _clone(self, entry: TableEntry, snapshot: Snapshot, files: Sequence[Add], target: str) -> int:
         """Create ``target`` with ``snapshot``'s metadata and protocol and ``files`` (of ``entry``) as its data."""
@@ -863,6 +875,7 @@ class Transaction:
             record = self._record(view, bases)
             if not record.tables and not record.catalog:
                 return CommitResult(view.decided.version, self.read_version, read_only=True)
+            self._check_age()
             winner: GlobalRecord | None = None
             lost = False
             if self._ctx.contended:  # group commit: offer ours to the next claimer, take in the others'
@@ -909,6 +922,7 @@ class Transaction:
                     ) from None
                 view = self._next_view(view, winner, rebases)
                 continue
+            self._after_claim(record)
             published = self._publish(record)
             if not published.outcome.committed:
                 self._aborted(record, published)
@@ -918,6 +932,45 @@ class Transaction:
             except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
                 _log.warning("txlake: after committing global version %d: %s", record.version, exc)
             return CommitResult(record.version, self.read_version, self._versions(published.outcome), rebases=rebases)
+
+    def _after_claim(self, record: GlobalRecord) -> None:
+        """A transaction that re-adds old files (restore, clone) looks for a vacuum horizon above their version
+        *after* claiming: vacuum records its horizon *before* it reads the claims, so either vacuum saw our
+        claim (and keeps its files) or we see its horizon and decide our version aborted before publishing."""
+        if self._borrows_from is None:
+            return
+        try:
+            horizon = highest_horizon(self._ctx.store)
+            problem = None if horizon <= self._borrows_from else f"vacuum horizon {horizon} is above it"
+        except TxlakeError as exc:
+            problem = f"the vacuum horizon cannot be read: {exc}"
+        if problem is None:
+            return
+        reason = f"it re-adds data files of lakehouse version {self._borrows_from}, and the {problem}"
+        outcome = self._or_unknown(
+            record.version,
+            lambda: self._ctx.glog.decide(Outcome(record.version, self.txid, "aborted", {}, now_ms(), reason)),
+        )
+        if outcome.committed:
+            return  # rolled forward by another client after our lease: it stands
+        self._claimed = None
+        raise VersionNotFoundError(
+            f"lakehouse version {self._borrows_from} is older than the vacuum horizon: its files may have been "
+            f"deleted ({reason}); nothing was committed",
+            version=self._borrows_from,
+        )
+
+    def _check_age(self) -> None:
+        """Refuse to claim (or offer ourselves to a group) past :data:`MAX_TRANSACTION_AGE`: vacuum deletes the
+        files of transactions that old which no version references, so ours may be gone."""
+        age = time.monotonic() - self._started
+        if age > MAX_TRANSACTION_AGE.total_seconds():
+            raise TransactionExpiredError(
+                f"transaction {self.txid} began {age / 3600:.1f} hours ago; a transaction may commit only within "
+                f"{MAX_TRANSACTION_AGE.total_seconds() / 3600:.0f} hours of its start (vacuum may have deleted "
+                "the files it wrote): run it again",
+                read_version=self.read_version,
+            )
 
     def _versions(self, outcome: Outcome) -> dict[str, int]:
         """The Delta versions this transaction's tables got (a group's outcome names its members' too)."""

@@ -24,6 +24,7 @@ from txlake.cli.doctor.findings import (
 )
 from txlake.cli.doctor.global_log import ROLL_FORWARD_HINT, LogFacts, check_global_log, repair
 from txlake.cli.doctor.leftovers import LEFTOVER_MIN_AGE, check_leftovers, find_leftovers, reclaim
+from txlake.cli.doctor.reclaimable import check_reclaimable
 from txlake.cli.doctor.tables import (
     check_files,
     check_published,
@@ -67,6 +68,8 @@ def run_doctor(
     reclaimed = reclaim(exam, leftovers, leftover_min_age) if repair_first else []
     gone = {r.path for r in reclaimed}
     check_leftovers(exam, [f for f in leftovers if f.path not in gone], leftover_min_age)
+    if not quick:
+        check_reclaimable(exam)
     delta_commits = sum(len(s.listing.commits) for s in scans)
     return _report(exam, facts, repaired, reclaimed, delta_commits, data_files)
 
@@ -94,7 +97,7 @@ def _report(
     checks = []
     for name, description in CHECKS:
         mine = [f for f in findings if f.check == name]
-        skipped = name == "files.exist" and data_files is None
+        skipped = name in ("files.exist", "storage.reclaimable") and data_files is None  # both skipped by quick
         checks.append(CheckResult(name, description, _status(name, mine, skipped), len(mine)))
     return DoctorReport(
         uri=exam.lake.uri,

@@ -33,6 +33,7 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("I4.published", "every committed outcome's published Delta versions exist and hold its commit"),
     ("files.exist", "every data file of each table's mapped snapshot exists with its logged size"),
     ("storage.leftovers", "no temporary objects of interrupted local writes lie in the log directories"),
+    ("storage.reclaimable", "files no version of the last 7 days needs (what `txlake vacuum` would delete)"),
 )
 """Every check the doctor runs, in report order: (name, what it verifies)."""
 

@@ -1,0 +1,531 @@
+"""Vacuum: delete the data files that no retained lakehouse version, tag, clone or live transaction needs.
+
+What is kept (docs/protocol.md, "Vacuum"):
+
+* every file of every table at every lakehouse version decided since ``now - retention`` (the *horizon* is the
+  version that was current then), of every tagged version, and of every claim still in flight;
+* every file a table's Delta log adds after the version the horizon maps it to (plain writers' commits too);
+* every file any table references by absolute URI (clones), wherever its log lives;
+* every file younger than ``retention``, and every file no log references that is younger than
+  :data:`~txlake.lakehouse.ages.ORPHAN_GUARD` (26 h): it may belong to a transaction still running.
+
+What may go: data files (``*.parquet``, outside ``_``/``.`` directories) under a table's own location that
+none of the above keeps; tables dropped before the horizon, log included; staging objects under
+``_txlake/txns/`` older than the guard; group intents of claimed versions. Candidates come only from listing
+the lakehouse root: a log naming a path elsewhere (absolute, or with ``..``) can only make vacuum *keep* a
+file, never delete one.
+
+Before reading the tags, a non-dry run records its horizon under ``_txlake/vacuum/``; creating a tag of a
+version below the highest recorded horizon fails (its files may be gone), so a tag either is seen by vacuum
+or is refused.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from txlake.delta.actions import Add, now_ms
+from txlake.delta.files import decode_path
+from txlake.delta.log import DeltaLog
+from txlake.delta.snapshot import load_snapshot
+from txlake.errors import InvalidArgumentError, ObjectNotFoundError, TxlakeError, VersionNotFoundError
+from txlake.lakehouse.ages import CLOCK_SKEW, ORPHAN_GUARD
+from txlake.lakehouse.log import ROOT
+from txlake.lakehouse.records import LakehouseState, TableEntry
+from txlake.lakehouse.tags import TagStore
+from txlake.storage import ObjectMeta, ObjectStore
+
+if TYPE_CHECKING:
+    from txlake.txn.context import LakeContext
+
+VACUUM_DIR = f"{ROOT}/vacuum"
+TXNS_DIR = f"{ROOT}/txns/"
+GROUPS_DIR = f"{ROOT}/groups/"
+DEFAULT_RETENTION = timedelta(days=7)
+"""Delta's default ``delta.deletedFileRetentionDuration``."""
+GUARD_SLACK_MS = 60_000
+"""Commits this much older than the guard are read too (a commit is written after its files)."""
+INTENT_GRACE_MS = 60_000
+"""Group intents of claimed versions are deleted once this old (a claimer may be reading them)."""
+
+_TXID_FILE = re.compile(r"^part-([0-9a-f]{32})-")
+_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(\w+?)s?\s*$", re.IGNORECASE)
+_UNITS = {
+    "nanosecond": 1e-9,
+    "microsecond": 1e-6,
+    "millisecond": 1e-3,
+    "second": 1,
+    "minute": 60,
+    "hour": 3600,
+    "day": 86400,
+    "week": 604800,
+}
+
+DELETE_BATCH = 1000
+
+Progress = Callable[[int, int], None]
+"""``progress(done, total)``: called as files are deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumFile:
+    """One object vacuum deleted (or, in a dry run, would delete)."""
+
+    path: str
+    """Relative to the lakehouse root."""
+    size: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumReport:
+    """What a vacuum run deleted (or would delete: ``dry_run``) and what it kept, and why."""
+
+    dry_run: bool
+    retention: timedelta
+    horizon: int
+    """The oldest lakehouse version whose files are all kept (the one current ``retention`` ago)."""
+    latest: int
+    deleted: tuple[VacuumFile, ...]
+    kept: Mapping[str, int] = field(default_factory=dict)
+    """Data files kept, by reason."""
+    kept_bytes: int = 0
+    tables_removed: tuple[str, ...] = ()
+    """Locations of tables dropped before the horizon, removed whole."""
+    tags: tuple[str, ...] = ()
+    """Tags whose versions were kept."""
+
+    @property
+    def files_deleted(self) -> int:
+        return len(self.deleted)
+
+    @property
+    def bytes_deleted(self) -> int:
+        return sum(f.size for f in self.deleted)
+
+    def to_json(self) -> dict[str, Any]:
+        reasons = Counter(f.reason for f in self.deleted)
+        return {
+            "dry_run": self.dry_run,
+            "retention_seconds": self.retention.total_seconds(),
+            "horizon": self.horizon,
+            "latest": self.latest,
+            "files_deleted": self.files_deleted,
+            "bytes_deleted": self.bytes_deleted,
+            "deleted_by_reason": dict(sorted(reasons.items())),
+            "files_kept": sum(self.kept.values()),
+            "bytes_kept": self.kept_bytes,
+            "kept_by_reason": dict(sorted(self.kept.items())),
+            "tables_removed": list(self.tables_removed),
+            "tags": list(self.tags),
+            "deleted": [{"path": f.path, "size": f.size, "reason": f.reason} for f in self.deleted],
+        }
+
+
+def parse_interval(value: str) -> timedelta | None:
+    """A Delta ``interval <n> <unit>`` property value; ``None`` if it is not one."""
+    m = _INTERVAL.match(value)
+    if m is None or m.group(2).lower() not in _UNITS:
+        return None
+    return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def highest_horizon(store: ObjectStore) -> int:
+    """The highest horizon any vacuum run recorded (-1: never vacuumed)."""
+    return max((_marker_horizon(m.path) for m in store.list(VACUUM_DIR)), default=-1)
+
+
+def _marker_horizon(path: str) -> int:
+    head = path.rsplit("/", 1)[-1].split("-", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def _in_root(key: str) -> str | None:
+    """``key`` normalized, or ``None`` if it leaves the root (``..``) or is absolute."""
+    if not key or key.startswith("/"):
+        return None
+    norm = posixpath.normpath(key)
+    if norm == "." or norm == ".." or norm.startswith("../"):
+        return None
+    return norm
+
+
+def _file_key(store: ObjectStore, table_path: str, add_path: str) -> str | None:
+    """The root-relative key of a file a log names; ``None`` if it lies outside this lakehouse."""
+    if "://" in add_path:
+        full = decode_path(add_path)
+        for root in {store.uri, store.public_url(), store.url()}:
+            root = root.rstrip("/")
+            if full.startswith(root + "/"):
+                return _in_root(full[len(root) + 1 :])
+        local = store.local_path()
+        if local is not None and full.startswith("file:"):
+            path = "/" + full[len("file:") :].lstrip("/")
+            if path.startswith(local.rstrip("/") + "/"):
+                return _in_root(path[len(local.rstrip("/")) + 1 :])
+        return None
+    rel = decode_path(add_path)
+    return _in_root(f"{table_path}/{rel}" if table_path else rel)
+
+
+def _hidden(relative: str) -> bool:
+    """Whether a path below a table is Delta's own (``_delta_log``, ``_change_data``) or hidden (``.``)."""
+    return any(part.startswith(("_", ".")) for part in relative.split("/")[:-1]) or relative.rsplit("/", 1)[
+        -1
+    ].startswith(("_", "."))
+
+
+class _Vacuum:
+    def __init__(
+        self, ctx: LakeContext, retention: timedelta, *, dry_run: bool, force: bool, progress: Progress | None
+    ) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.retention = retention
+        self.dry_run = dry_run
+        self.force = force
+        self.progress = progress
+        self.started_ms = now_ms()
+        self.cutoff_ms = self.started_ms - int(retention.total_seconds() * 1000)
+        self.guard_ms = self.started_ms - int(max(retention, ORPHAN_GUARD).total_seconds() * 1000)
+        self.keep: set[str] = set()
+        self.tracked: set[str] = set()  # files some log adds (their transaction is decided, or in flight)
+        self.unsure: set[str] = set()  # table locations whose logs could not be read: nothing deleted there
+        self.kept: Counter[str] = Counter()
+        self.kept_bytes = 0
+
+    # ------------------------------------------------------------------------------------------ main
+
+    def run(self) -> VacuumReport:
+        # 1. List first: a file listed now that a commit references later is either that young, or its
+        #    transaction is too old to commit (txlake.lakehouse.ages).
+        objects = self.store.list("")
+        # 2. The log, after the listing.
+        view = self.ctx.glog.view()  # read only: claims in flight are kept from their records
+        latest = view.decided
+        horizon = self._horizon(latest.version)
+        horizon_state = self.ctx.glog.state_at(horizon)
+        # 3. Record the horizon before reading the tags (a tag created from now on below it is refused).
+        if not self.dry_run:
+            self._record_horizon(horizon)
+        tags = TagStore(self.store).list()
+        tag_states = [self.ctx.glog.state_at(t.version) for t in tags]
+        claimed = view.claimed_state()
+        self._check_retention([horizon_state, latest, claimed, *tag_states])
+
+        # Tables of retained versions: from the Delta version the horizon maps them to (0 if created since).
+        start: dict[str, int] = {}
+        entries: dict[str, TableEntry] = {}
+        for state in (claimed, latest, horizon_state):
+            for tid, entry in state.tables.items():
+                entries[tid] = entry
+                start[tid] = horizon_state.table_versions.get(tid, 0) if tid in horizon_state.tables else 0
+        pinned: dict[str, set[int]] = {}
+        for state in tag_states:
+            for tid, entry in state.tables.items():
+                entries.setdefault(tid, entry)
+                if tid in state.table_versions:
+                    pinned.setdefault(tid, set()).add(state.table_versions[tid])
+        for p in view.pending:  # claims in flight: their actions are in their records
+            for change in p.record.tables:
+                for action in change.actions:
+                    if isinstance(action, Add):
+                        self._keep(change.path, action.path)
+
+        retained_paths = {e.path.strip("/") for e in entries.values()}
+        by_location = self._group(objects)
+        for tid, entry in entries.items():
+            self._scan_retained(entry, start.get(tid), pinned.get(tid, set()))
+        dropped: list[str] = []
+        for location, metas in by_location.items():
+            if location in retained_paths or not location:
+                continue
+            has_log = any(m.path.startswith(f"{location}/_delta_log/") for m in metas)
+            if has_log and self._scan_unknown(location, metas):
+                dropped.append(location)
+
+        deletions = self._choose(objects, by_location, retained_paths, set(dropped), view.latest)
+        if not self.dry_run:
+            self._delete(deletions, {m.path: m for m in objects})
+        return VacuumReport(
+            dry_run=self.dry_run,
+            retention=self.retention,
+            horizon=horizon,
+            latest=latest.version,
+            deleted=tuple(deletions),
+            kept=dict(self.kept),
+            kept_bytes=self.kept_bytes,
+            tables_removed=tuple(sorted(dropped)),
+            tags=tuple(t.name for t in tags),
+        )
+
+    def _record_horizon(self, horizon: int) -> None:
+        """Write this run's horizon marker; then drop lower ones (the highest is all that counts)."""
+        marker = f"{VACUUM_DIR}/{horizon:020d}-{uuid.uuid4().hex}.json"
+        self.store.put(marker, f'{{"horizon": {horizon}, "started": {self.started_ms}}}'.encode())
+        lower = [m.path for m in self.store.list(VACUUM_DIR) if _marker_horizon(m.path) < horizon]
+        if lower:
+            self.store.delete_many(lower)
+
+    def _horizon(self, latest: int) -> int:
+        try:
+            return min(self.ctx.glog.version_at_time(self.cutoff_ms), latest)
+        except VersionNotFoundError:
+            return 0
+
+    def _check_retention(self, states: Iterable[LakehouseState]) -> None:
+        if self.force:
+            return
+        for state in states:
+            for entry in state.tables.values():
+                value = entry.properties.get("delta.deletedFileRetentionDuration")
+                needed = parse_interval(value) if value else None
+                needed = needed if needed is not None else DEFAULT_RETENTION
+                if self.retention < needed:
+                    raise InvalidArgumentError(
+                        f"a retention of {_human(self.retention)} is below {entry.name}'s "
+                        f"delta.deletedFileRetentionDuration ({_human(needed)}): readers of older versions and "
+                        "long transactions may lose files; pass force=True (--force) to vacuum anyway",
+                        argument="retention",
+                    )
+
+    # ------------------------------------------------------------------------------------------ scan
+
+    def _group(self, objects: list[ObjectMeta]) -> dict[str, list[ObjectMeta]]:
+        """Objects by the table location holding them (the longest location with a log, or a catalog path)."""
+        locations = {m.path.split("/_delta_log/", 1)[0] for m in objects if "/_delta_log/" in m.path}
+        locations.discard("")
+        grouped: dict[str, list[ObjectMeta]] = {}
+        for meta in objects:
+            if meta.path.startswith(ROOT + "/"):
+                continue
+            owner = _owner(meta.path, locations)
+            if owner is not None:
+                grouped.setdefault(owner, []).append(meta)
+        return grouped
+
+    def _read(self, log: DeltaLog, versions: Iterable[int]) -> list[tuple[int, list[Any]]]:
+        wanted = sorted(set(versions))
+        return list(zip(wanted, log.read_commits(wanted), strict=True))
+
+    def _scan_retained(self, entry: TableEntry, first: int | None, pinned: set[int]) -> None:
+        """Keep what the table's retained versions reference; note what its recent commits added.
+
+        A log that cannot be read raises (typed): it may reference files of other tables (a clone), so
+        nothing is deleted anywhere.
+        """
+        path = entry.path.strip("/")
+        log = DeltaLog(self.store, path, name=entry.name)
+        listing = log.list()
+        latest = listing.latest_version
+        if latest is None:
+            return  # not published yet: a claim in flight holds its files
+        first = min(first if first is not None else 0, latest)
+        for version in sorted({first, *(v for v in pinned if v <= latest)}):
+            for add in load_snapshot(log, version).files.values():
+                self._keep(path, add.path)
+        recent = [v for v, m in listing.commits.items() if _ms(m) >= self.guard_ms - GUARD_SLACK_MS]
+        after = [v for v in listing.commits if v > first]
+        for version, actions in self._read(log, [*after, *recent]):
+            for action in actions:
+                if isinstance(action, Add):
+                    key = _file_key(self.store, path, action.path)
+                    if key is not None:
+                        self.tracked.add(key)
+                        if version > first:
+                            self.keep.add(key)
+
+    def _scan_unknown(self, location: str, metas: list[ObjectMeta]) -> bool:
+        """A table directory no retained version names. Recent: keep all its log references (it may have been
+        created and dropped since the horizon). Old: a table dropped before the horizon (``True``). A log
+        that cannot be read leaves the directory alone."""
+        log = DeltaLog(self.store, location)
+        recent = any(_ms(m) >= self.cutoff_ms - CLOCK_SKEW.total_seconds() * 1000 for m in metas)
+        try:
+            listing = log.list()
+            if recent:
+                versions = list(listing.commits)
+                best = listing.best_checkpoint(max(listing.checkpoints)) if listing.checkpoints else None
+                if best is not None:
+                    for add in load_snapshot(log, best.version).files.values():
+                        self._keep(location, add.path)
+            else:
+                versions = [v for v, m in listing.commits.items() if _ms(m) >= self.guard_ms - GUARD_SLACK_MS]
+            for _, actions in self._read(log, versions):
+                for action in actions:
+                    if isinstance(action, Add):
+                        key = _file_key(self.store, location, action.path)
+                        if key is not None:
+                            self.tracked.add(key)
+                            if recent:
+                                self.keep.add(key)
+        except TxlakeError:
+            self.unsure.add(location)
+            return False
+        return not recent
+
+    def _keep(self, table_path: str, add_path: str) -> None:
+        key = _file_key(self.store, table_path, add_path)
+        if key is not None:
+            self.keep.add(key)
+
+    # ---------------------------------------------------------------------------------------- choose
+
+    def _choose(
+        self,
+        objects: list[ObjectMeta],
+        by_location: Mapping[str, list[ObjectMeta]],
+        retained: set[str],
+        dropped: set[str],
+        claimed_through: int,
+    ) -> list[VacuumFile]:
+        out: list[VacuumFile] = []
+        for location, metas in sorted(by_location.items()):
+            if location in self.unsure:
+                continue
+            whole = location in dropped
+            for meta in metas:
+                relative = meta.path[len(location) + 1 :]
+                data = relative.endswith(".parquet") and not _hidden(relative)
+                if not data:
+                    if whole and self._deletable_log(meta):
+                        out.append(VacuumFile(meta.path, meta.size, "dropped table"))
+                    continue
+                reason = self._data_reason(meta, "dropped table" if whole else "not referenced since the horizon")
+                if reason is not None:
+                    out.append(VacuumFile(meta.path, meta.size, reason))
+        out.extend(self._orphans_outside_tables(objects, by_location))
+        out.extend(self._staging(objects, claimed_through))
+        return out
+
+    def _data_reason(self, meta: ObjectMeta, reason: str) -> str | None:
+        """Why this data file may go; ``None`` (counted as kept, by reason) if it must stay."""
+        mtime = _ms(meta)
+        txid = _TXID_FILE.match(meta.path.rsplit("/", 1)[-1])
+        why = None
+        if meta.path in self.keep:
+            why = "referenced by a retained version, tag, clone or claim"
+        elif mtime >= self.cutoff_ms:
+            why = "newer than the retention"
+        elif txid is not None and mtime >= self.guard_ms and meta.path not in self.tracked:
+            why = "may belong to a running transaction"
+        if why is not None:
+            self.kept[why] += 1
+            self.kept_bytes += meta.size
+            return None
+        if meta.path not in self.tracked and txid is not None:
+            return f"orphan of transaction {txid.group(1)}"
+        return reason
+
+    def _deletable_log(self, meta: ObjectMeta) -> bool:
+        return _ms(meta) < self.cutoff_ms
+
+    def _orphans_outside_tables(
+        self, objects: list[ObjectMeta], by_location: Mapping[str, list[ObjectMeta]]
+    ) -> list[VacuumFile]:
+        """txlake data files in directories that hold no table (an aborted create's files)."""
+        placed = {m.path for metas in by_location.values() for m in metas}
+        out = []
+        for meta in objects:
+            name = meta.path.rsplit("/", 1)[-1]
+            if meta.path in placed or meta.path.startswith(ROOT + "/") or "/" not in meta.path:
+                continue
+            if not name.endswith(".parquet") or not _TXID_FILE.match(name) or _hidden(meta.path):
+                continue
+            reason = self._data_reason(meta, "orphan")
+            if reason is not None:
+                out.append(VacuumFile(meta.path, meta.size, reason))
+        return out
+
+    def _staging(self, objects: list[ObjectMeta], claimed_through: int) -> list[VacuumFile]:
+        out = []
+        for meta in objects:
+            if meta.path.startswith(TXNS_DIR) and _ms(meta) < min(self.guard_ms, self.cutoff_ms):
+                out.append(VacuumFile(meta.path, meta.size, "staging leftover"))
+            elif meta.path.startswith(GROUPS_DIR):
+                parts = meta.path[len(GROUPS_DIR) :].split("/")
+                claimed = len(parts) == 2 and parts[0].isdigit() and int(parts[0]) <= claimed_through
+                if claimed and _ms(meta) < self.started_ms - INTENT_GRACE_MS:
+                    out.append(VacuumFile(meta.path, meta.size, "group intent of a claimed version"))
+        return out
+
+    # ---------------------------------------------------------------------------------------- delete
+
+    def _delete(self, files: list[VacuumFile], listed: Mapping[str, ObjectMeta]) -> None:
+        """Data first, then dropped tables' logs newest version first (version 0 last: until it goes, the
+        location counts as taken and no new table is created there). A log object is deleted only if it is
+        still the one listed (a new table at the same location writes new objects under the same names)."""
+        logs = [f for f in files if "/_delta_log/" in f.path]
+        data = [f.path for f in files if "/_delta_log/" not in f.path]
+        total = len(files)
+        done = 0
+        for start in range(0, len(data), DELETE_BATCH):
+            batch = data[start : start + DELETE_BATCH]
+            self.store.delete_many(batch)
+            done += len(batch)
+            if self.progress is not None:
+                self.progress(done, total)
+        for f in sorted(logs, key=lambda f: _log_order(f.path), reverse=True):
+            try:
+                now = self.store.head(f.path)
+            except ObjectNotFoundError:
+                now = None
+            seen = listed[f.path]
+            if now is not None and (now.last_modified, now.e_tag, now.size) == (
+                seen.last_modified,
+                seen.e_tag,
+                seen.size,
+            ):
+                self.store.delete(f.path)
+            done += 1
+            if self.progress is not None and (done % 100 == 0 or done == total):
+                self.progress(done, total)
+
+
+def _owner(path: str, locations: set[str]) -> str | None:
+    head = path
+    while "/" in head:
+        head = head.rsplit("/", 1)[0]
+        if head in locations:
+            return head
+    return None
+
+
+def _log_order(path: str) -> tuple[int, str]:
+    name = path.rsplit("/", 1)[-1]
+    digits = name.split(".", 1)[0]
+    return (int(digits) if digits.isdigit() else 1 << 62, name)
+
+
+def _ms(meta: ObjectMeta) -> int:
+    return int(meta.last_modified.timestamp() * 1000)
+
+
+def _human(delta: timedelta) -> str:
+    seconds = delta.total_seconds()
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} seconds"
+
+
+def vacuum(
+    ctx: LakeContext,
+    retention: timedelta = DEFAULT_RETENTION,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> VacuumReport:
+    """Delete what no retained version needs (see the module docstring); the report says what and why."""
+    return _Vacuum(ctx, retention, dry_run=dry_run, force=force, progress=progress).run()
+
+
+__all__ = ["DEFAULT_RETENTION", "VacuumFile", "VacuumReport", "highest_horizon", "parse_interval", "vacuum"]

@@ -1,0 +1,305 @@
+"""Vacuum (``lake.vacuum``): deletes what no retained version, tag, clone, claim or running transaction needs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import txlake
+from tests.services import StoreLocation
+from txlake.delta.actions import Add, CommitInfo, Remove
+from txlake.delta.log import DeltaLog
+from txlake.lakehouse.ages import ORPHAN_GUARD
+
+SCHEMA = pa.schema([("id", pa.int64())])
+ZERO = timedelta(0)
+
+
+def _rows(lake: txlake.Lakehouse | txlake.LakehouseSnapshot, name: str) -> list[int]:
+    return sorted(lake.read_arrow(name)["id"].to_pylist())
+
+
+def _deltars_rows(
+    lake: txlake.Lakehouse, name: str, options: dict[str, str], version: int | None = None
+) -> list[int] | None:
+    """What delta-rs reads (``None`` on ``memory://``, which it cannot open)."""
+    if lake.uri.startswith("memory://"):
+        return None
+    table = deltalake.DeltaTable(lake.table_location(name), version=version, storage_options=options or None)
+    query = deltalake.QueryBuilder().register("t", table)
+    return sorted(query.execute("SELECT id FROM t").read_all()["id"].to_pylist())
+
+
+def _data_files(lake: txlake.Lakehouse, path: str) -> set[str]:
+    return {m.path for m in lake.store.list(path) if m.path.endswith(".parquet")}
+
+
+def _overwrites(location: StoreLocation, rounds: int) -> txlake.Lakehouse:
+    """``t.a`` overwritten ``rounds`` times: each round removes the previous round's file."""
+    lake = txlake.connect(location.uri, location.storage_options)
+    lake.create_table("t.a", SCHEMA)
+    for i in range(rounds):
+        with lake.transaction() as tx:
+            tx.overwrite("t.a", pa.table({"id": [i]}))
+    return lake
+
+
+def _age(root: Path, relative: str, by: timedelta) -> None:
+    """Make a local file look ``by`` older (a file store's clock is the file's mtime)."""
+    path = root / relative
+    when = time.time() - by.total_seconds()
+    os.utime(path, (when, when))
+
+
+def test_a_short_retention_needs_force_and_a_dry_run_deletes_nothing(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 3)
+    with pytest.raises(txlake.InvalidArgumentError, match="deletedFileRetentionDuration"):
+        lake.vacuum(ZERO)
+    before = _data_files(lake, "t/a")
+    report = lake.vacuum(ZERO, force=True, dry_run=True)
+    assert report.dry_run and report.files_deleted == 2 and report.bytes_deleted > 0
+    assert _data_files(lake, "t/a") == before  # a dry run deletes nothing
+    assert lake.vacuum().files_deleted == 0  # 7 days: everything is newer
+
+
+def test_removed_files_go_and_every_retained_version_still_reads(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 3)
+    old = lake.version()
+    time.sleep(1.2)
+    with lake.transaction() as tx:
+        tx.overwrite("t.a", pa.table({"id": [10]}))
+    with lake.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [11]}))
+    # a retention reaching back to just before `old` was current keeps it readable, older versions not
+    retention = timedelta(seconds=1.0)
+    report = lake.vacuum(retention, force=True)
+    assert report.horizon >= old
+    assert {f.reason for f in report.deleted} == {"not referenced since the horizon"}
+    assert report.files_deleted == 2  # the files of rounds 0 and 1
+    assert _rows(lake.snapshot(old), "t.a") == [2]
+    assert _rows(lake, "t.a") == [10, 11]
+    table_version = lake.snapshot(old).table_version("t.a")
+    assert _deltars_rows(lake, "t.a", any_store_uri.storage_options, version=table_version) in ([2], None)
+    assert _deltars_rows(lake, "t.a", any_store_uri.storage_options) in ([10, 11], None)
+    assert lake.vacuum(retention, force=True).files_deleted == 0  # nothing left to do
+
+
+def test_a_held_snapshot_a_tag_and_a_clone_keep_their_files(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 2)
+    lake.create_table("t.b", SCHEMA)
+    with lake.transaction() as tx:
+        tx.append("t.b", pa.table({"id": [7]}))
+    lake.tag("before-cleanup")
+    lake.clone("t.b", "dev.b")
+    with lake.transaction() as tx:
+        tx.overwrite("t.a", pa.table({"id": [5]}))
+        tx.overwrite("t.b", pa.table({"id": [8]}))
+    held = lake.snapshot()
+    with lake.transaction() as tx:
+        tx.overwrite("t.a", pa.table({"id": [6]}))
+    report = lake.vacuum(ZERO, force=True)
+    assert report.tags == ("before-cleanup",)
+    assert report.kept.get("referenced by a retained version, tag, clone or claim", 0) >= 3
+    assert _rows(lake.snapshot(tag="before-cleanup"), "t.a") == [1]
+    assert _rows(lake.snapshot(tag="before-cleanup"), "t.b") == [7]
+    assert _rows(lake, "dev.b") == [7]  # the clone's file lives in t.b and is gone from t.b's latest version
+    assert _deltars_rows(lake, "dev.b", any_store_uri.storage_options) in ([7], None)
+    assert _rows(lake, "t.a") == [6]
+    # the held snapshot was current before the newest commit: with no retention, its t.a file may go
+    assert _rows(held, "t.b") == [8]
+
+
+def test_a_tag_below_the_vacuum_horizon_is_refused(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 2)
+    old = lake.version() - 1
+    lake.vacuum(ZERO, force=True)
+    with pytest.raises(txlake.VersionNotFoundError, match="vacuum horizon"):
+        lake.tag("too-late", old)
+    assert lake.tags() == []
+    with pytest.raises(txlake.VersionNotFoundError, match="vacuum horizon"):
+        lake.restore(old)
+    with pytest.raises(txlake.VersionNotFoundError, match="vacuum horizon"):
+        lake.clone("t.a", "dev.a", version=old)
+    lake.tag("now")  # the latest version is fine
+    assert lake.vacuum(ZERO, force=True, dry_run=True).files_deleted == 0
+
+
+def test_a_running_transaction_keeps_its_files_and_commits(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 2)
+    tx = lake.transaction()
+    tx.append("t.a", pa.table({"id": [42]}))  # its file is written now, referenced by nothing yet
+    time.sleep(0.05)  # older than the (zero) retention
+    report = lake.vacuum(ZERO, force=True)
+    assert report.kept.get("may belong to a running transaction") == 1
+    tx.commit()
+    assert _rows(lake, "t.a") == [1, 42]
+    assert _deltars_rows(lake, "t.a", any_store_uri.storage_options) in ([1, 42], None)
+
+
+def test_a_transaction_older_than_a_day_cannot_commit(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 1)
+    tx = lake.transaction()
+    tx.append("t.a", pa.table({"id": [42]}))
+    tx._started -= timedelta(hours=25).total_seconds()  # as if it had been open for 25 hours
+    with pytest.raises(txlake.TransactionExpiredError, match="run it again"):
+        tx.commit()
+    assert isinstance(txlake.TransactionExpiredError("x"), txlake.ConflictError)  # lake.run re-runs it
+    assert _rows(lake, "t.a") == [0]
+
+
+def test_orphans_go_once_older_than_the_guard(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = _overwrites(StoreLocation(root.as_uri(), {}), 1)
+    data = pa.table({"id": [99]})
+    names = {
+        "young": f"t/a/part-{uuid.uuid4().hex}-{uuid.uuid4()}.snappy.parquet",  # a running transaction's?
+        "old": f"t/a/part-{uuid.uuid4().hex}-{uuid.uuid4()}.snappy.parquet",  # a crashed transaction's
+        "plain": "t/a/part-00000-plain-writer.snappy.parquet",  # a plain Delta writer's, never committed
+        "aborted-create": f"gone/t/part-{uuid.uuid4().hex}-{uuid.uuid4()}.snappy.parquet",
+        "user": "notes/report.parquet",  # not txlake's, outside every table: never touched
+        "staging": f"_txlake/txns/{uuid.uuid4().hex}/spark/w.json",
+    }
+    for name in names.values():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(data, root / name)
+    for key in ("old", "plain", "aborted-create", "user", "staging"):
+        _age(root, names[key], ORPHAN_GUARD + timedelta(hours=1))
+    _age(root, names["young"], ORPHAN_GUARD - timedelta(hours=1))
+    report = lake.vacuum()  # the default 7 days: only what is older than that and the guard
+    assert report.files_deleted == 0
+    for key in ("old", "plain", "aborted-create", "user", "staging"):
+        _age(root, names[key], timedelta(days=8))
+    report = lake.vacuum()
+    gone = {f.path: f.reason for f in report.deleted}
+    assert set(gone) == {names["old"], names["plain"], names["aborted-create"], names["staging"]}
+    assert gone[names["old"]].startswith("orphan of transaction ")
+    assert gone[names["staging"]] == "staging leftover"
+    assert (root / names["young"]).exists() and (root / names["user"]).exists()
+    assert report.kept == {"referenced by a retained version, tag, clone or claim": 1, "newer than the retention": 1}
+    assert _rows(lake, "t.a") == [0]
+
+
+def test_a_table_dropped_before_the_horizon_goes_whole(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = _overwrites(StoreLocation(root.as_uri(), {}), 2)
+    lake.create_table("t.b", SCHEMA)
+    with lake.transaction() as tx:
+        tx.append("t.b", pa.table({"id": [1]}))
+    lake.drop_table("t.a")
+    report = lake.vacuum(ZERO, force=True)
+    assert report.tables_removed == ()  # its files are younger than an hour: perhaps dropped since the horizon
+    for path in (root / "t" / "a").rglob("*"):
+        if path.is_file():
+            _age(root, str(path.relative_to(root)), timedelta(days=2))
+    report = lake.vacuum(ZERO, force=True)
+    assert report.tables_removed == ("t/a",)
+    assert not [p for p in (root / "t" / "a").rglob("*") if p.is_file()]
+    lake.create_table("t.a", SCHEMA)  # the location is free again
+    assert lake.table_location("t.a").rstrip("/").endswith("/t/a")
+    assert _rows(lake, "t.b") == [1]
+
+
+def test_a_log_naming_paths_elsewhere_never_makes_vacuum_delete_there(tmp_path: Path) -> None:
+    """A hand-crafted commit adds and removes files outside the table (``..``, absolute): they stay."""
+    root = tmp_path / "lake"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    lake = _overwrites(StoreLocation(root.as_uri(), {}), 1)
+    lake.create_table("t.b", SCHEMA)
+    with lake.transaction() as tx:
+        tx.append("t.b", pa.table({"id": [5]}))
+    neighbour = sorted(_data_files(lake, "t/b"))[0]
+    victims = {
+        "relative": "../../../outside/a.parquet",
+        "absolute": (outside / "b.parquet").as_uri(),
+        "neighbour": "../b/" + neighbour.rsplit("/", 1)[-1],
+    }
+    pq.write_table(pa.table({"id": [1]}), outside / "a.parquet")
+    pq.write_table(pa.table({"id": [1]}), outside / "b.parquet")
+    log = DeltaLog(lake.store, "t/a")
+    version = log.latest_version()
+    assert version is not None
+    now = int(time.time() * 1000)
+    adds = [Add(p, {}, 10, now, True) for p in victims.values()]
+    log.write_commit(version + 1, [CommitInfo({"operation": "WRITE"}), *adds])
+    log.write_commit(version + 2, [CommitInfo({"operation": "DELETE"}), *(Remove(p, now) for p in victims.values())])
+    for name in ("a.parquet", "b.parquet"):
+        when = time.time() - timedelta(days=30).total_seconds()
+        os.utime(outside / name, (when, when))
+    lake.vacuum(ZERO, force=True)
+    assert (outside / "a.parquet").exists() and (outside / "b.parquet").exists()
+    assert (root / neighbour).exists()
+    assert _rows(lake, "t.b") == [5]
+
+
+def test_vacuum_while_writers_commit_loses_nothing(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 1)
+    stop = threading.Event()
+    committed: list[int] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        writer_lake = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+        i = 100
+        while not stop.is_set():
+            try:
+                with writer_lake.transaction("write_serializable") as tx:
+                    tx.append("t.a", pa.table({"id": [i]}))
+                committed.append(i)
+            except txlake.ConflictError:
+                pass
+            except BaseException as exc:
+                errors.append(exc)
+                return
+            i += 1
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(3):
+            lake.vacuum(ZERO, force=True)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert _rows(lake, "t.a") == sorted([0, *committed])
+    assert _deltars_rows(lake, "t.a", any_store_uri.storage_options) in (sorted([0, *committed]), None)
+
+
+def test_bad_arguments_are_refused(any_store_uri: StoreLocation) -> None:
+    lake = _overwrites(any_store_uri, 1)
+    with pytest.raises(txlake.InvalidArgumentTypeError, match="timedelta"):
+        lake.vacuum(7)  # type: ignore[arg-type]
+    with pytest.raises(txlake.InvalidArgumentError, match="negative"):
+        lake.vacuum(timedelta(hours=-1))
+    with pytest.raises(txlake.InvalidArgumentTypeError, match="dry_run"):
+        lake.vacuum(dry_run="yes")  # type: ignore[arg-type]
+
+
+def test_a_clone_of_files_vacuum_deleted_meanwhile_is_aborted(any_store_uri: StoreLocation) -> None:
+    """A transaction re-adding old files checks the vacuum horizon after claiming: it never commits
+    references to files a concurrent vacuum deleted."""
+    lake = _overwrites(any_store_uri, 1)
+    tx = lake.transaction("snapshot")  # reads t.a as [0]; snapshot isolation does not validate the read
+    with lake.transaction() as other:
+        other.overwrite("t.a", pa.table({"id": [1]}))
+    time.sleep(0.05)
+    assert lake.vacuum(ZERO, force=True).files_deleted == 1  # [0]'s file: no retained version needs it
+    tx.clone_table("t.a", "dev.a")
+    before = lake.version()
+    with pytest.raises(txlake.VersionNotFoundError, match="vacuum horizon"):
+        tx.commit()
+    assert "dev.a" not in lake.tables() and lake.version() == before + 1  # its claimed version, aborted
+    assert lake.context.glog.read_outcome(before + 1).status == "aborted"  # type: ignore[union-attr]
+    assert _rows(lake, "t.a") == [1]
