@@ -252,6 +252,7 @@ class Lakehouse:
         dry_run: bool = False,
         force: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        log_retention: timedelta | None = None,
     ) -> VacuumReport:
         """Delete the files no lakehouse version of the last ``retention`` needs, nor any tag, clone, claim in
         flight or running transaction; tables dropped before then go whole. Returns what was (``dry_run``: would
@@ -261,6 +262,11 @@ class Lakehouse:
         unless ``force=True``: readers of older versions would lose files. Files no log references are deleted
         only once 26 hours old whatever the retention (they may belong to a running transaction; see
         ``docs/protocol.md``, "Vacuum"). ``progress(done, total)`` is called as files are deleted.
+
+        The logs are cleaned up too: global log entries and each table's Delta commits and checkpoints below
+        the newest checkpoint that every retained version, tag and claim in flight can start from, once older
+        than ``log_retention`` (default: each table's ``delta.logRetentionDuration``, 30 days; never less than
+        26 hours). Plain Delta readers then load each table from that checkpoint.
         """
         if not isinstance(retention, timedelta):
             raise InvalidArgumentTypeError(
@@ -271,7 +277,19 @@ class Lakehouse:
         for flag, value in (("dry_run", dry_run), ("force", force)):
             if not isinstance(value, bool):
                 raise InvalidArgumentTypeError(f"{flag} must be True or False, got {value!r}", argument=flag)
-        return vacuum(self._ctx, retention, dry_run=dry_run, force=force, progress=progress)
+        if log_retention is not None:
+            if not isinstance(log_retention, timedelta):
+                raise InvalidArgumentTypeError(
+                    f"log_retention must be a datetime.timedelta, got {type(log_retention).__name__}",
+                    argument="log_retention",
+                )
+            if log_retention < timedelta(0):
+                raise InvalidArgumentError(
+                    f"log_retention must not be negative, got {log_retention}", argument="log_retention"
+                )
+        return vacuum(
+            self._ctx, retention, dry_run=dry_run, force=force, progress=progress, log_retention=log_retention
+        )
 
     def _check_not_vacuumed(self, version: int) -> None:
         """:class:`VersionNotFoundError` if a vacuum ran with a horizon above ``version``: its files may be gone."""
@@ -623,7 +641,8 @@ def connect(
         spark_writer=spark_writer,
         group_commit=group_commit,
     )
-    if not store.exists(GlobalLog.record_path(0)) or not store.exists(GlobalLog.outcome_path(0)):
+    initialized = store.exists(GlobalLog.record_path(0)) and store.exists(GlobalLog.outcome_path(0))
+    if not initialized and lake.context.glog.list().start == 0:  # (a log vacuum cleaned up starts later)
         if not create:
             raise VersionNotFoundError(f"no txlake lakehouse at {store.uri}", version=0)
         lake._initialize()

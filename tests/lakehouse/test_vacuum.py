@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import deltalake
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import txlake
+from tests.cli.real import txlake as cli
 from tests.services import StoreLocation
 from txlake.delta.actions import Add, CommitInfo, Remove
 from txlake.delta.log import DeltaLog
@@ -303,3 +305,64 @@ def test_a_clone_of_files_vacuum_deleted_meanwhile_is_aborted(any_store_uri: Sto
     assert "dev.a" not in lake.tables() and lake.version() == before + 1  # its claimed version, aborted
     assert lake.context.glog.read_outcome(before + 1).status == "aborted"  # type: ignore[union-attr]
     assert _rows(lake, "t.a") == [1]
+
+
+def _age_tree(root: Path, by: timedelta) -> None:
+    when = time.time() - by.total_seconds()
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, (when, when))
+
+
+def test_old_log_entries_are_cleaned_up_and_every_reader_still_loads(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri(), checkpoint_interval=5)
+    lake.create_table("t.a", SCHEMA, properties={"delta.checkpointInterval": "4"})
+    for i in range(12):
+        with lake.transaction() as tx:
+            tx.append("t.a", pa.table({"id": [i]}))
+    old_version = lake.version()
+    _age_tree(root, timedelta(days=40))  # everything so far is older than the 30-day log retention
+    with lake.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [12]}))
+    report = lake.vacuum(ZERO, force=True, dry_run=True)
+    assert report.log_entries_deleted > 0 and lake.context.glog.list().start == 0  # a dry run
+    report = lake.vacuum(ZERO, force=True)
+    start = report.log_start
+    assert 0 < start <= old_version and report.log_entries_deleted > 0
+    assert lake.context.glog.list().start == start
+    assert not (root / "_txlake" / "log" / f"{0:020d}.json").exists()
+    delta_commits = sorted(p.name for p in (root / "t" / "a" / "_delta_log").glob("*.json"))
+    assert delta_commits[0] != f"{0:020d}.json"  # the Delta log starts at a checkpoint now
+
+    fresh = txlake.connect(root.as_uri())  # a cold client: no cached state
+    assert _rows(fresh, "t.a") == list(range(13))
+    assert _rows(fresh.snapshot(start), "t.a") == list(range(start - 1))  # version 1 created the table
+    with pytest.raises(txlake.VersionNotFoundError, match="cleaned up"):
+        fresh.snapshot(start - 1)
+    assert _deltars_rows(fresh, "t.a", {}) == list(range(13))
+    with fresh.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [13]}))
+    assert _rows(lake, "t.a") == list(range(14))  # a warm client catches up too
+    assert lake.vacuum(ZERO, force=True).log_entries_deleted == 0
+    with pytest.raises(txlake.VersionNotFoundError, match="cleaned up by vacuum"):
+        fresh.snapshot(timestamp=datetime.now(UTC) - timedelta(days=400))
+    doctor = cli("doctor", "--uri", root.as_uri(), "--json")
+    assert doctor.returncode == 0, doctor.stdout
+    assert json.loads(doctor.stdout)["healthy"] is True
+    for command in (("log",), ("history",), ("history", "t.a"), ("tables",)):
+        assert cli(*command, "--uri", root.as_uri()).returncode == 0, command
+
+
+def test_a_tag_keeps_the_log_it_needs(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri(), checkpoint_interval=3)
+    lake.create_table("t.a", SCHEMA, properties={"delta.checkpointInterval": "2"})
+    lake.tag("first")
+    for i in range(8):
+        with lake.transaction() as tx:
+            tx.append("t.a", pa.table({"id": [i]}))
+    _age_tree(root, timedelta(days=40))
+    report = lake.vacuum(ZERO, force=True)
+    assert report.log_start <= lake.tags()[0].version
+    assert _rows(lake.snapshot(tag="first"), "t.a") == []

@@ -283,7 +283,13 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        report = lake.vacuum(args.retention, dry_run=not args.delete, force=args.force, progress=advance)
+        report = lake.vacuum(
+            args.retention,
+            dry_run=not args.delete,
+            force=args.force,
+            progress=advance,
+            log_retention=args.log_retention,
+        )
     doc = report.to_json()
     result = VacuumResult(
         lake.uri,
@@ -299,6 +305,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         doc["kept_by_reason"],
         report.tables_removed,
         report.tags,
+        report.log_start,
+        report.log_entries_deleted,
         tuple(doc["deleted"]),
     )
     _emit(out, result, render.render_vacuum)
@@ -513,6 +521,14 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         default=dt.timedelta(days=7),
         metavar="DURATION",
         help="keep every version of this long ago and since, e.g. 7d (default), 168h, 30m, 0",
+    )
+    p.add_argument(
+        "--log-retention",
+        type=duration_argument,
+        default=None,
+        metavar="DURATION",
+        help="clean up log entries older than this (default: each table's delta.logRetentionDuration, 30 days; "
+        "at least 26h)",
     )
     p.add_argument("--delete", action="store_true", help="delete the files (default: only list them)")
     p.add_argument(

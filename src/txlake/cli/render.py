@@ -100,7 +100,15 @@ def render_vacuum(out: Output, result: VacuumResult) -> None:
     out.line(Text(f"kept {result.files_kept} data file(s), {human_size(result.bytes_kept)}"))
     for reason, n in sorted(result.kept_by_reason.items()):
         out.line(Text(f"  kept {n}: {reason}"))
-    if result.dry_run and result.files_deleted:
+    if result.log_entries_deleted:
+        log_verb = "would clean up" if result.dry_run else "cleaned up"
+        out.line(
+            Text(
+                f"{log_verb} {result.log_entries_deleted} log entries: the log starts at lakehouse version "
+                f"{result.log_start}"
+            )
+        )
+    if result.dry_run and (result.files_deleted or result.log_entries_deleted):
         out.line(Text("dry run: nothing was deleted; run `txlake vacuum --delete` (same options) to delete them"))
 
 

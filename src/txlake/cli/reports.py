@@ -131,6 +131,9 @@ class VacuumResult:
     kept_by_reason: dict[str, int]
     tables_removed: tuple[str, ...]
     tags: tuple[str, ...]
+    log_start: int
+    """The oldest lakehouse version left in the global log."""
+    log_entries_deleted: int
     files: tuple[dict[str, object], ...]
     """Every file deleted (or, in a dry run, to delete): path, size, reason."""
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,10 @@ _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.json$")
 EMBEDDED_OUTCOMES = 8
 """A record carries the outcomes of up to this many versions before it that its claimer knows."""
 RECORD_CACHE = 1000  # immutable records/outcomes kept in memory below the newest state
+TAIL_TRUST_SECONDS = 3600.0
+"""How long the newest state a client learnt is a safe place to walk the log from. Vacuum deletes the records
+of versions older than 26 hours at the earliest (``txlake.lakehouse.ages.ORPHAN_GUARD``): a client idle for
+longer than this starts again from the newest checkpoint, so it never walks into a cleaned-up prefix."""
 
 
 class GlobalVersionTakenError(Exception):
@@ -38,6 +43,12 @@ class LogListing:
     records: set[int] = field(default_factory=set)
     outcomes: set[int] = field(default_factory=set)
     checkpoints: set[int] = field(default_factory=set)
+
+    @property
+    def start(self) -> int:
+        """Where the log begins: 0, or (once vacuum deleted version 0) its oldest global checkpoint; records
+        below it are leftovers of an interrupted clean-up, never read."""
+        return 0 if 0 in self.records or not self.checkpoints else min(self.checkpoints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +118,7 @@ class GlobalLog:
         self._outcomes: dict[int, Outcome] = {}
         self._states: dict[int, LakehouseState] = {}
         self._lock = threading.Lock()
+        self._tail_learnt: tuple[int, float] | None = None  # (newest state learnt by tail(), monotonic time)
 
     # ------------------------------------------------------------------------------------------ paths
 
@@ -258,9 +270,11 @@ class GlobalLog:
         cold client starts from the newest global checkpoint and LISTs once to prefetch what follows.
         """
         base = self._nearest_state(None)
-        if base is not None:
-            return self._catch_up(base, None, listing=None)
+        learnt = self._tail_learnt
+        if base is not None and learnt is not None and time.monotonic() - learnt[1] < TAIL_TRUST_SECONDS:
+            return self._learnt(self._catch_up(base, None, listing=None))
         hint = self._last_checkpoint_hint()
+        base = None
         if hint is not None:
             try:
                 base = self.read_checkpoint(hint)
@@ -268,10 +282,17 @@ class GlobalLog:
                 base = None
         listing = self.list(after=base.version if base is not None else None)
         if base is None:
-            if 0 not in listing.records and self._try_record(0) is None:
+            if listing.start > 0:  # no hint, and the log was cleaned up: start from the newest checkpoint
+                base = self.read_checkpoint(max(listing.checkpoints))
+            elif 0 not in listing.records and self._try_record(0) is None:
                 raise VersionNotFoundError("the lakehouse log has no version 0 (not initialized)", version=0)
-            base = LakehouseState(version=-1)
-        return self._catch_up(base, None, listing=listing)
+            else:
+                base = LakehouseState(version=-1)
+        return self._learnt(self._catch_up(base, None, listing=listing))
+
+    def _learnt(self, tail: LogTail) -> LogTail:
+        self._tail_learnt = (tail.state.version, time.monotonic())
+        return tail
 
     def _try_record(self, version: int) -> GlobalRecord | None:
         try:
@@ -354,13 +375,20 @@ class GlobalLog:
         latest = self.tail().state.version
         if self.decided_at_ms(latest) <= timestamp_ms:
             return latest
-        first = self.decided_at_ms(0)
+        start = self.list().start
+        first = self.decided_at_ms(start)
         if first > timestamp_ms:
+            if start:
+                raise VersionNotFoundError(
+                    f"the lakehouse log before version {start} (from {_iso(first)}) was cleaned up by vacuum: "
+                    f"{_iso(timestamp_ms)} is older",
+                    version=start,
+                )
             raise VersionNotFoundError(
                 f"the lakehouse did not exist yet at {_iso(timestamp_ms)} (version 0 is from {_iso(first)})",
                 version=0,
             )
-        low, high = 0, latest  # time(low) <= t < time(high)
+        low, high = start, latest  # time(low) <= t < time(high)
         while high - low > 1:
             middle = (low + high) // 2
             if self.decided_at_ms(middle) <= timestamp_ms:
@@ -376,12 +404,20 @@ class GlobalLog:
         if cached is not None:
             return cached
         base = self._nearest_state(version)
-        listing = None
-        if base is None:
-            checkpoints = [v for v in self.list().checkpoints if v <= version]
-            base = self.read_checkpoint(max(checkpoints)) if checkpoints else LakehouseState(version=-1)
-            listing = self.list(after=base.version)
-        tail = self._catch_up(base, version, listing=listing)
+        if base is not None:
+            tail = self._catch_up(base, version, listing=None)
+            if tail.state.version == version:
+                return tail.state
+            # not decided, or a prefix after the cached state was cleaned up: ask the listing
+        everything = self.list()
+        checkpoints = [v for v in everything.checkpoints if v <= version]
+        if not checkpoints and everything.start > version:
+            raise VersionNotFoundError(
+                f"global version {version} was cleaned up by vacuum (the log starts at version {everything.start})",
+                version=version,
+            )
+        base = self.read_checkpoint(max(checkpoints)) if checkpoints else LakehouseState(version=-1)
+        tail = self._catch_up(base, version, listing=self.list(after=base.version))
         if tail.state.version != version:
             raise VersionNotFoundError(f"global version {version} is not decided", version=version)
         return tail.state

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from txlake.delta.actions import Add, now_ms
+from txlake.delta.actions import Add, CommitInfo, now_ms
 from txlake.delta.files import decode_path
 from txlake.delta.log import DeltaLog
 from txlake.delta.snapshot import load_snapshot
@@ -50,6 +50,8 @@ TXNS_DIR = f"{ROOT}/txns/"
 GROUPS_DIR = f"{ROOT}/groups/"
 DEFAULT_RETENTION = timedelta(days=7)
 """Delta's default ``delta.deletedFileRetentionDuration``."""
+DEFAULT_LOG_RETENTION = timedelta(days=30)
+"""Delta's default ``delta.logRetentionDuration``; also the global log's."""
 GUARD_SLACK_MS = 60_000
 """Commits this much older than the guard are read too (a commit is written after its files)."""
 INTENT_GRACE_MS = 60_000
@@ -101,6 +103,10 @@ class VacuumReport:
     """Locations of tables dropped before the horizon, removed whole."""
     tags: tuple[str, ...] = ()
     """Tags whose versions were kept."""
+    log_start: int = 0
+    """The oldest lakehouse version left in the log (0 unless a clean-up removed older ones)."""
+    log_entries_deleted: int = 0
+    """Global log entries and Delta commits/checkpoints cleaned up (or, in a dry run, to clean up)."""
 
     @property
     def files_deleted(self) -> int:
@@ -125,6 +131,8 @@ class VacuumReport:
             "kept_by_reason": dict(sorted(self.kept.items())),
             "tables_removed": list(self.tables_removed),
             "tags": list(self.tags),
+            "log_start": self.log_start,
+            "log_entries_deleted": self.log_entries_deleted,
             "deleted": [{"path": f.path, "size": f.size, "reason": f.reason} for f in self.deleted],
         }
 
@@ -184,9 +192,17 @@ def _hidden(relative: str) -> bool:
 
 class _Vacuum:
     def __init__(
-        self, ctx: LakeContext, retention: timedelta, *, dry_run: bool, force: bool, progress: Progress | None
+        self,
+        ctx: LakeContext,
+        retention: timedelta,
+        *,
+        dry_run: bool,
+        force: bool,
+        progress: Progress | None,
+        log_retention: timedelta | None = None,
     ) -> None:
         self.ctx = ctx
+        self.log_retention = log_retention
         self.store = ctx.store
         self.retention = retention
         self.dry_run = dry_run
@@ -200,6 +216,7 @@ class _Vacuum:
         self.unsure: set[str] = set()  # table locations whose logs could not be read: nothing deleted there
         self.kept: Counter[str] = Counter()
         self.kept_bytes = 0
+        self.needed_global = 1 << 62  # the oldest global record a Delta commit beyond its table's mapped version names
 
     # ------------------------------------------------------------------------------------------ main
 
@@ -242,7 +259,7 @@ class _Vacuum:
         retained_paths = {e.path.strip("/") for e in entries.values()}
         by_location = self._group(objects)
         for tid, entry in entries.items():
-            self._scan_retained(entry, start.get(tid), pinned.get(tid, set()))
+            self._scan_retained(entry, start.get(tid), pinned.get(tid, set()), latest.table_versions.get(tid, -1))
         dropped: list[str] = []
         for location, metas in by_location.items():
             if location in retained_paths or not location:
@@ -254,6 +271,8 @@ class _Vacuum:
         deletions = self._choose(objects, by_location, retained_paths, set(dropped), view.latest)
         if not self.dry_run:
             self._delete(deletions, {m.path: m for m in objects})
+        floor = min([horizon, self.needed_global, *(t.version for t in tags)])
+        log_start, log_entries = self._clean_logs(objects, floor, latest)
         return VacuumReport(
             dry_run=self.dry_run,
             retention=self.retention,
@@ -264,6 +283,8 @@ class _Vacuum:
             kept_bytes=self.kept_bytes,
             tables_removed=tuple(sorted(dropped)),
             tags=tuple(t.name for t in tags),
+            log_start=log_start,
+            log_entries_deleted=log_entries,
         )
 
     def _record_horizon(self, horizon: int) -> None:
@@ -285,6 +306,15 @@ class _Vacuum:
             return
         for state in states:
             for entry in state.tables.values():
+                logs = entry.properties.get("delta.logRetentionDuration")
+                needed_log = (parse_interval(logs) if logs else None) or DEFAULT_LOG_RETENTION
+                if self.log_retention is not None and self.log_retention < needed_log:
+                    raise InvalidArgumentError(
+                        f"a log retention of {_human(self.log_retention)} is below {entry.name}'s "
+                        f"delta.logRetentionDuration ({_human(needed_log)}): time travel to older versions would "
+                        "end there; pass force=True (--force) to clean up anyway",
+                        argument="log_retention",
+                    )
                 value = entry.properties.get("delta.deletedFileRetentionDuration")
                 needed = parse_interval(value) if value else None
                 needed = needed if needed is not None else DEFAULT_RETENTION
@@ -315,7 +345,7 @@ class _Vacuum:
         wanted = sorted(set(versions))
         return list(zip(wanted, log.read_commits(wanted), strict=True))
 
-    def _scan_retained(self, entry: TableEntry, first: int | None, pinned: set[int]) -> None:
+    def _scan_retained(self, entry: TableEntry, first: int | None, pinned: set[int], mapped: int) -> None:
         """Keep what the table's retained versions reference; note what its recent commits added.
 
         A log that cannot be read raises (typed): it may reference files of other tables (a clone), so
@@ -335,6 +365,10 @@ class _Vacuum:
         after = [v for v in listing.commits if v > first]
         for version, actions in self._read(log, [*after, *recent]):
             for action in actions:
+                if isinstance(action, CommitInfo) and version > mapped:
+                    g = (action.values.get("txlake") or {}).get("globalVersion")
+                    if isinstance(g, int):  # its record is needed (to compensate it, or to publish it)
+                        self.needed_global = min(self.needed_global, g)
                 if isinstance(action, Add):
                     key = _file_key(self.store, path, action.path)
                     if key is not None:
@@ -456,6 +490,85 @@ class _Vacuum:
                     out.append(VacuumFile(meta.path, meta.size, "group intent of a claimed version"))
         return out
 
+    # ------------------------------------------------------------------------------------- log clean-up
+
+    def _log_cut_ms(self, properties: Mapping[str, str]) -> int:
+        value = properties.get("delta.logRetentionDuration")
+        own = parse_interval(value) if value else None
+        retention = self.log_retention if self.log_retention is not None else (own or DEFAULT_LOG_RETENTION)
+        return self.started_ms - int(max(retention, ORPHAN_GUARD).total_seconds() * 1000)
+
+    def _clean_logs(self, objects: list[ObjectMeta], floor: int, latest: LakehouseState) -> tuple[int, int]:
+        """Delete global log entries below the newest global checkpoint C that is at most ``floor`` and older than
+        the log retention, and each table's Delta log entries below its newest checkpoint at or below the version
+        C maps it to. Returns (where the global log starts now, entries deleted or, in a dry run, to delete)."""
+        cut = self._log_cut_ms({})
+        glog_dir = f"{ROOT}/log/"
+        entries: dict[int, list[ObjectMeta]] = {}
+        checkpoints: dict[int, ObjectMeta] = {}
+        for meta in objects:
+            if meta.path.startswith(glog_dir):
+                name = meta.path[len(glog_dir) :]
+                head = name.split(".", 1)[0]
+                if head.isdigit() and "/" not in name:
+                    entries.setdefault(int(head), []).append(meta)
+                    if name.endswith(".checkpoint.json"):
+                        checkpoints[int(head)] = meta
+        candidates = [c for c, m in checkpoints.items() if c <= min(floor, latest.version) and _ms(m) < cut]
+        start = 0 if 0 in entries else min(checkpoints, default=0)
+        if not candidates or max(candidates) <= start:
+            return start, 0
+        target = max(candidates)
+        doomed = {v: metas for v, metas in entries.items() if v < target}
+        if any(_ms(m) >= cut for metas in doomed.values() for m in metas):
+            return start, 0  # something below it is young (a clock problem): leave the log whole
+        at_target = self.ctx.glog.read_checkpoint(target)
+        deleted = sum(
+            self._clean_delta_log(entry, at_target.table_versions.get(tid)) for tid, entry in at_target.tables.items()
+        )
+        deleted += sum(len(metas) for metas in doomed.values())
+        if not self.dry_run:
+            # checkpoints first (the oldest remaining one is where readers start, and every record after it
+            # still exists), then records and outcomes, oldest first (version 0 first: from then on the log
+            # starts at `target`, the oldest checkpoint left)
+            old_checkpoints = sorted(c for c in checkpoints if c < target)
+            for c in old_checkpoints:
+                self.store.delete(checkpoints[c].path)
+            for v in sorted(doomed):
+                for meta in doomed[v]:
+                    if not meta.path.endswith(".checkpoint.json"):
+                        self.store.delete(meta.path)
+        return target, deleted
+
+    def _clean_delta_log(self, entry: TableEntry, version: int | None) -> int:
+        """Delete the table's commits and checkpoints below its newest checkpoint at or below ``version``."""
+        if version is None:
+            return 0
+        log = DeltaLog(self.store, entry.path.strip("/"), name=entry.name)
+        listing = log.list()
+        cut = self._log_cut_ms(entry.properties)
+        best = listing.best_checkpoint(version)
+        if best is None:
+            return 0
+        metas = {m.path: m for m in self.store.list(log.log_dir)}
+        if any(_ms(metas[p]) >= cut for p in best.paths if p in metas):
+            return 0
+        doomed: list[tuple[int, ObjectMeta]] = []
+        for meta in metas.values():
+            name = meta.path[len(log.log_dir) + 1 :]
+            head = name.split(".", 1)[0]
+            if "/" in name or not head.isdigit() or int(head) >= best.version:
+                continue
+            doomed.append((int(head), meta))
+        if any(_ms(m) >= cut for _, m in doomed):
+            return 0  # a young entry below the checkpoint (a clock problem): leave the log whole
+        if not self.dry_run:
+            checkpoints = sorted((v, m.path) for v, m in doomed if ".checkpoint" in m.path)
+            others = sorted((v, m.path) for v, m in doomed if ".checkpoint" not in m.path)
+            for _, path in checkpoints + others:
+                self.store.delete(path)
+        return len(doomed)
+
     # ---------------------------------------------------------------------------------------- delete
 
     def _delete(self, files: list[VacuumFile], listed: Mapping[str, ObjectMeta]) -> None:
@@ -523,9 +636,10 @@ def vacuum(
     dry_run: bool = False,
     force: bool = False,
     progress: Progress | None = None,
+    log_retention: timedelta | None = None,
 ) -> VacuumReport:
     """Delete what no retained version needs (see the module docstring); the report says what and why."""
-    return _Vacuum(ctx, retention, dry_run=dry_run, force=force, progress=progress).run()
+    return _Vacuum(ctx, retention, dry_run=dry_run, force=force, progress=progress, log_retention=log_retention).run()
 
 
 __all__ = ["DEFAULT_RETENTION", "VacuumFile", "VacuumReport", "highest_horizon", "parse_interval", "vacuum"]

@@ -26,6 +26,8 @@ class LogFacts:
     records: dict[int, GlobalRecord] = field(default_factory=dict)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     state: LakehouseState = field(default_factory=lambda: LakehouseState(version=-1))
+    start: int = 0
+    """Where the log begins (a global checkpoint, once vacuum cleaned up the versions before it)."""
 
 
 def repair(exam: Examination) -> list[RepairResult]:
@@ -53,18 +55,26 @@ def repair(exam: Examination) -> list[RepairResult]:
 def check_global_log(exam: Examination) -> LogFacts:
     """Read every record and outcome, report gaps, damage and undecided claims, then replay (I1)."""
     listing = exam.glog.list()
-    facts = LogFacts(claimed=set(listing.records))
+    facts = LogFacts(claimed=set(listing.records), start=listing.start)
     if not listing.records:
         exam.add("log.contiguous", "error", "the lakehouse log has no records", "check --uri", version=0)
         return facts
     _check_contiguous(exam, listing)
     _read_log(exam, listing, facts)
-    _replay(exam, facts, listing.checkpoints)
+    _replay(exam, facts, listing.checkpoints, listing.start)
     return facts
 
 
 def _check_contiguous(exam: Examination, listing: LogListing) -> None:
-    gaps = sorted(set(range(max(listing.records) + 1)) - listing.records)
+    gaps = sorted(set(range(listing.start, max(listing.records) + 1)) - listing.records)
+    if listing.start:
+        exam.add(
+            "log.contiguous",
+            "info",
+            f"the lakehouse log starts at global checkpoint {listing.start}: vacuum cleaned up the versions before it",
+            "nothing to do: those versions can no longer be read",
+            version=listing.start,
+        )
     if gaps:
         exam.add(
             "log.contiguous",
@@ -74,7 +84,7 @@ def _check_contiguous(exam: Examination, listing: LogListing) -> None:
             version=gaps[0],
             path=exam.glog.record_path(gaps[0]),
         )
-    for orphan in sorted(listing.outcomes - listing.records):
+    for orphan in sorted(v for v in listing.outcomes - listing.records if v >= listing.start):
         exam.add(
             "log.contiguous",
             "error",
@@ -155,11 +165,25 @@ def _read_log(exam: Examination, listing: LogListing, facts: LogFacts) -> None:
             )
 
 
-def _replay(exam: Examination, facts: LogFacts, checkpoints: set[int]) -> None:
-    """Fold the decided prefix of the log; I1: the state at each global checkpoint equals the checkpoint."""
+def _replay(exam: Examination, facts: LogFacts, checkpoints: set[int], start: int = 0) -> None:
+    """Fold the decided prefix of the log (from the checkpoint it starts at, if it was cleaned up); I1: the
+    state at each global checkpoint equals the checkpoint."""
     states: dict[int, LakehouseState] = {}
     state = LakehouseState(version=-1)
-    for v in sorted(facts.records):
+    if start:
+        try:
+            state = exam.glog.read_checkpoint(start)
+        except (CorruptLogError, ObjectNotFoundError) as exc:
+            exam.add(
+                "I1.checkpoints",
+                "error",
+                f"global checkpoint {start}, where the cleaned-up log starts, is unreadable: {exc}",
+                _CHECKPOINT_HINT,
+                path=exam.glog.checkpoint_path(start),
+            )
+            return
+        states[start] = state
+    for v in sorted(r for r in facts.records if r > state.version):
         if v != state.version + 1 or v not in facts.outcomes:
             break
         try:
