@@ -21,6 +21,7 @@ from txlake.delta import (
     parse_commit,
     serialize_commit,
 )
+from txlake.delta.dv import DeletionVectorDescriptor
 from txlake.errors import CorruptLogError
 
 STATS = json.dumps({"numRecords": 3, "minValues": {"x": 1}, "maxValues": {"x": 9}, "nullCount": {"x": 0}})
@@ -80,11 +81,17 @@ def test_add_without_stats_still_has_partition_values() -> None:
 
 
 def test_add_optional_fields_use_protocol_names() -> None:
-    add = Add("a", {"p": None}, 1, 2, True, None, {"t": "1"}, {"storageType": "u"}, 3, 4)
+    dv = DeletionVectorDescriptor("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L", 40, 6)
+    add = Add("a", {"p": None}, 1, 2, True, None, {"t": "1"}, dv, 3, 4)
     body = _line(add)["add"]
     assert body["partitionValues"] == {"p": None}
     assert body["tags"] == {"t": "1"}
-    assert body["deletionVector"] == {"storageType": "u"}
+    assert body["deletionVector"] == {
+        "storageType": "i",
+        "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+        "sizeInBytes": 40,
+        "cardinality": 6,
+    }
     assert body["baseRowId"] == 3
     assert body["defaultRowCommitVersion"] == 4
 

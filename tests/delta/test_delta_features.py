@@ -65,7 +65,6 @@ def data_objects(store: ObjectStore) -> set[str]:
 
 
 UNREADABLE = [
-    pytest.param(protocol(3, 7, ["deletionVectors"], ["deletionVectors"]), {}, "deletionVectors", id="dv-feature"),
     pytest.param(protocol(4, 7, [], []), {}, "readerVersion4", id="reader-v4"),
     pytest.param(protocol(2, 5), {"delta.columnMapping.mode": "name"}, "columnMapping", id="column-mapping-name"),
     pytest.param(protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping", id="column-mapping-id"),
@@ -98,34 +97,14 @@ def test_unreadable_tables_are_refused_on_load(
         table.append(SCHEMA.empty_table())
 
 
-def test_deletion_vector_on_an_add_is_refused(store: ObjectStore) -> None:
-    write_raw(store, 0, protocol(1, 2), metadata())
-    dv = {
-        "storageType": "u",
-        "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^",
-        "offset": 4,
-        "sizeInBytes": 40,
-        "cardinality": 1,
-    }
-    write_raw(store, 1, add_line(store, deletionVector=dv))
-    table = DeltaTable(store, "t")
-    with pytest.raises(UnsupportedFeatureError) as info:
-        table.snapshot()
-    assert info.value.feature == "deletionVectors"
-    with pytest.raises(UnsupportedFeatureError) as info:
-        table.read_arrow()
-    assert info.value.feature == "deletionVectors"
-    assert table.snapshot(0).files == {}
-
-
 def test_a_protocol_upgrade_later_in_the_log_is_refused_from_then_on(store: ObjectStore) -> None:
     table = DeltaTable.create(store, "t", SCHEMA)
     table.append(pa.table({"id": [1]}))
-    write_raw(store, 2, protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
+    write_raw(store, 2, protocol(3, 7, ["typeWidening"], ["typeWidening"]))
     assert table.read_arrow(1).column("id").to_pylist() == [1]
     with pytest.raises(UnsupportedFeatureError) as info:
         table.read_arrow()
-    assert info.value.feature == "deletionVectors"
+    assert info.value.feature == "typeWidening"
 
 
 def test_a_column_mapping_metadata_change_is_refused(store: ObjectStore) -> None:
@@ -170,6 +149,13 @@ def test_a_log_that_needs_a_v2_checkpoint_is_refused(store: ObjectStore) -> None
 
 
 UNWRITABLE = [
+    pytest.param(
+        protocol(3, 7, ["deletionVectors"], ["changeDataFeed", "deletionVectors"]),
+        {},
+        None,
+        "deletionVectors",
+        id="deletion-vectors",
+    ),
     pytest.param(protocol(3, 7, [], ["domainMetadata"]), {}, None, "domainMetadata", id="domain-metadata"),
     pytest.param(protocol(3, 7, [], ["rowTracking"]), {}, None, "rowTracking", id="row-tracking"),
     pytest.param(protocol(1, 7, None, ["checkConstraints"]), {}, None, "checkConstraints", id="check-feature"),

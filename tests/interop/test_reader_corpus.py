@@ -50,18 +50,13 @@ TABLES = sorted(str(p.parent.relative_to(CORPUS)) for p in CORPUS.rglob("_delta_
 
 # The feature txlake names for each table it cannot read yet (at the versions that use it).
 REFUSED: Mapping[str, str] = {
-    "cdf-table-with-cdc-and-dvs": "deletionVectors",
     "checkpoint-v2-table": "v2Checkpoint",
     "simple_table_features": "readerVersion5",
     "spark-shredded-variant-preview-delta": "variantShredding-preview",
     "spark-variant-checkpoint": "variantType-preview",
     "spark-variant-stable-feature-checkpoint": "variantType",
-    "table-with-domain-metadata": "deletionVectors",
-    "table-with-dv-small": "deletionVectors",
     "table_with_column_mapping": "columnMapping",
-    "table_with_deletion_logs": "deletionVectors",
-    "table_with_liquid_clustering": "deletionVectors",
-    "table_with_partitioning_mapping": "deletionVectors",
+    "table_with_partitioning_mapping": "columnMapping",
 }
 
 _UTC_9999_12_31 = datetime(9999, 12, 31, tzinfo=UTC)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import struct
+
 import pyarrow as pa
+import pyroaring
 import pytest
 
 import txlake
 from tests.services import StoreLocation
+from txlake.delta.actions import Protocol
+from txlake.delta.dv import MAGIC, DeletionVectorDescriptor, z85_encode
 
 ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
@@ -29,3 +35,18 @@ def rows(table: pa.Table) -> list[tuple[object, ...]]:
     """Rows as sorted tuples, for order-insensitive comparison."""
     cols = table.column_names
     return sorted(tuple(r[c] for c in cols) for r in table.to_pylist())
+
+
+def delete_with_deletion_vector(lake: txlake.Lakehouse, name: str, positions: list[int]) -> None:
+    """Act as a plain writer (Spark) on a one-file table: turn deletion vectors on, then delete the rows at
+    ``positions`` of its file with an inline DV (two plain commits, not adopted yet)."""
+    log = lake.delta_log(name)
+    snap = lake.snapshot().delta_snapshot(name)
+    (add,) = snap.files.values()
+    enable = dataclasses.replace(
+        snap.metadata, configuration={**snap.metadata.configuration, "delta.enableDeletionVectors": "true"}
+    )
+    log.write_commit(snap.version + 1, [Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), enable])
+    bitmap = struct.pack("<I", MAGIC) + pyroaring.BitMap64(positions).serialize()
+    dv = DeletionVectorDescriptor("i", z85_encode(bitmap), len(bitmap), len(set(positions)))
+    log.write_commit(snap.version + 2, [dataclasses.replace(add, deletion_vector=dv), add.remove()])

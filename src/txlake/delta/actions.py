@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from txlake.delta.dv import DeletionVectorDescriptor
 from txlake.errors import CorruptLogError
 
 
@@ -26,6 +27,15 @@ def _opt_strs(values: Any) -> tuple[str, ...] | None:
 
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _dv_or_none(value: Any) -> DeletionVectorDescriptor | None:
+    """A ``deletionVector`` field: absent or null is no DV; anything else must be a valid descriptor."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValueError(f"deletionVector is not an object: {value!r}")
+    return DeletionVectorDescriptor.from_json(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +154,7 @@ class Add:
     data_change: bool = True
     stats: str | None = None
     tags: Mapping[str, str] | None = None
-    deletion_vector: Mapping[str, Any] | None = None
+    deletion_vector: DeletionVectorDescriptor | None = None
     base_row_id: int | None = None
     default_row_commit_version: int | None = None
 
@@ -161,7 +171,7 @@ class Add:
         if self.tags is not None:
             body["tags"] = dict(self.tags)
         if self.deletion_vector is not None:
-            body["deletionVector"] = dict(self.deletion_vector)
+            body["deletionVector"] = self.deletion_vector.to_json()
         if self.base_row_id is not None:
             body["baseRowId"] = self.base_row_id
         if self.default_row_commit_version is not None:
@@ -178,7 +188,7 @@ class Add:
             data_change=bool(d.get("dataChange", True)),
             stats=d.get("stats"),
             tags=d.get("tags"),
-            deletion_vector=d.get("deletionVector"),
+            deletion_vector=_dv_or_none(d.get("deletionVector")),
             base_row_id=d.get("baseRowId"),
             default_row_commit_version=d.get("defaultRowCommitVersion"),
         )
@@ -195,12 +205,21 @@ class Add:
 
     @property
     def num_records(self) -> int | None:
+        """Rows in the data file (``stats.numRecords``), deleted ones included."""
         stats = self.parsed_stats()
         n = stats.get("numRecords") if stats else None
         return int(n) if isinstance(n, int) else None
 
+    @property
+    def live_records(self) -> int | None:
+        """Rows of this logical file: the data file's minus those its deletion vector deletes."""
+        n = self.num_records
+        if n is None or self.deletion_vector is None:
+            return n
+        return n - self.deletion_vector.cardinality
+
     def remove(self, *, deletion_timestamp: int | None = None, data_change: bool = True) -> Remove:
-        """The remove action that logically deletes this file."""
+        """The remove action that logically deletes this file (the same ``(path, DV)`` logical file)."""
         return Remove(
             path=self.path,
             deletion_timestamp=deletion_timestamp if deletion_timestamp is not None else now_ms(),
@@ -209,6 +228,7 @@ class Add:
             partition_values=dict(self.partition_values),
             size=self.size,
             tags=self.tags,
+            deletion_vector=self.deletion_vector,
             stats=self.stats,
         )
 
@@ -222,7 +242,7 @@ class Remove:
     partition_values: Mapping[str, str | None] | None = None
     size: int | None = None
     tags: Mapping[str, str] | None = None
-    deletion_vector: Mapping[str, Any] | None = None
+    deletion_vector: DeletionVectorDescriptor | None = None
     stats: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -238,7 +258,7 @@ class Remove:
         if self.tags is not None:
             body["tags"] = dict(self.tags)
         if self.deletion_vector is not None:
-            body["deletionVector"] = dict(self.deletion_vector)
+            body["deletionVector"] = self.deletion_vector.to_json()
         if self.stats is not None:
             body["stats"] = self.stats
         return {"remove": body}
@@ -253,7 +273,7 @@ class Remove:
             partition_values=d.get("partitionValues"),
             size=d.get("size"),
             tags=d.get("tags"),
-            deletion_vector=d.get("deletionVector"),
+            deletion_vector=_dv_or_none(d.get("deletionVector")),
             stats=d.get("stats"),
         )
 

@@ -15,12 +15,22 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Metadata, Protocol, Remove, Txn, now_ms
+from txlake.delta.dv import DeletionVectorDescriptor
 from txlake.delta.filemap import ColumnarAdds, FileMap
 from txlake.delta.log import CheckpointRef, DeltaLog, LastCheckpoint
 from txlake.delta.state import Snapshot, SnapshotBuilder
-from txlake.errors import CorruptLogError, ObjectNotFoundError, UnsupportedFeatureError
+from txlake.errors import CorruptLogError, ObjectNotFoundError
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
+_DELETION_VECTOR = pa.struct(
+    [
+        pa.field("storageType", pa.string()),
+        pa.field("pathOrInlineDv", pa.string()),
+        pa.field("offset", pa.int32()),
+        pa.field("sizeInBytes", pa.int32()),
+        pa.field("cardinality", pa.int64()),
+    ]
+)
 CHECKPOINT_SCHEMA = pa.schema(
     [
         pa.field("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
@@ -35,6 +45,7 @@ CHECKPOINT_SCHEMA = pa.schema(
                     pa.field("dataChange", pa.bool_()),
                     pa.field("stats", pa.string()),
                     pa.field("tags", _STR_MAP),
+                    pa.field("deletionVector", _DELETION_VECTOR),
                 ]
             ),
         ),
@@ -49,6 +60,7 @@ CHECKPOINT_SCHEMA = pa.schema(
                     pa.field("partitionValues", _STR_MAP),
                     pa.field("size", pa.int64()),
                     pa.field("tags", _STR_MAP),
+                    pa.field("deletionVector", _DELETION_VECTOR),
                 ]
             ),
         ),
@@ -142,7 +154,7 @@ def _field_list(struct: pa.StructArray, name: str, n: int) -> list[Any]:
     return struct.field(index).to_pylist() if index >= 0 else [None] * n
 
 
-def _read_adds(column: pa.ChunkedArray, table: str) -> ColumnarAdds:
+def _read_adds(column: pa.ChunkedArray) -> ColumnarAdds:
     """The add actions of a checkpoint column, kept column-wise (the hot path of a checkpoint load)."""
     struct = column.combine_chunks()
     paths = struct.field(struct.type.get_field_index("path"))
@@ -152,8 +164,9 @@ def _read_adds(column: pa.ChunkedArray, table: str) -> ColumnarAdds:
     struct = pa.StructArray.from_arrays(struct.flatten(), fields=list(struct.type))
     n = len(struct)
     dv = struct.type.get_field_index("deletionVector")
+    dvs: list[DeletionVectorDescriptor | None] | None = None
     if dv >= 0 and pc.any(struct.field(dv).is_valid()).as_py():
-        raise UnsupportedFeatureError(f"{table} uses deletion vectors", table=table, feature="deletionVectors")
+        dvs = [None if v is None else DeletionVectorDescriptor.from_json(v) for v in struct.field(dv).to_pylist()]
     stats = _field_list(struct, "stats", n)
     if struct.type.get_field_index("stats_parsed") >= 0 and any(v is None for v in stats):
         parsed = _field_list(struct, "stats_parsed", n)
@@ -169,6 +182,7 @@ def _read_adds(column: pa.ChunkedArray, table: str) -> ColumnarAdds:
         data_change=_field_list(struct, "dataChange", n),
         stats=stats,
         tags=_field_list(struct, "tags", n),
+        deletion_vector=dvs,
     )
 
 
@@ -198,7 +212,7 @@ def read_checkpoint(log: DeltaLog, ref: CheckpointRef) -> Snapshot:
                         txn = Txn.from_json(row)
                         builder.txns[txn.app_id] = txn.version
             if "add" in names:
-                adds = _read_adds(part.column("add"), log.name)
+                adds = _read_adds(part.column("add"))
                 if builder.files or len(ref.paths) > 1:
                     for i in range(len(adds.path)):
                         builder.files[adds.path[i]] = adds.get(i)
@@ -226,6 +240,11 @@ def read_checkpoint(log: DeltaLog, ref: CheckpointRef) -> Snapshot:
 
 def _pairs(mapping: Mapping[str, Any] | None) -> list[tuple[str, Any]] | None:
     return None if mapping is None else list(mapping.items())
+
+
+def _dv(dv: DeletionVectorDescriptor | None) -> dict[str, Any] | None:
+    """A descriptor as a checkpoint struct (every field present, ``offset`` null for inline DVs)."""
+    return None if dv is None else {"offset": None, **dv.to_json()}
 
 
 def _rows(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
@@ -265,6 +284,7 @@ def _rows(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
                     "dataChange": False,
                     "stats": add.stats,
                     "tags": _pairs(add.tags),
+                    "deletionVector": _dv(add.deletion_vector),
                 }
             }
         )
@@ -282,6 +302,7 @@ def _rows(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
                     "partitionValues": _pairs(rm.partition_values),
                     "size": rm.size,
                     "tags": _pairs(rm.tags),
+                    "deletionVector": _dv(rm.deletion_vector),
                 }
             }
         )

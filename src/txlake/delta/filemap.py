@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from txlake.delta.actions import Add
+from txlake.delta.dv import DeletionVectorDescriptor
 
 
 @dataclass(eq=False)
@@ -25,6 +26,8 @@ class ColumnarAdds:
     data_change: Sequence[bool | None]
     stats: Sequence[str | None]
     tags: Sequence[Any]
+    deletion_vector: Sequence[DeletionVectorDescriptor | None] | None = None
+    """Parsed descriptors (``None``: no file has a deletion vector)."""
     index: dict[str, int] = field(init=False)
     built: list[Add | None] = field(init=False)
 
@@ -44,6 +47,7 @@ class ColumnarAdds:
                 True if change is None else change,
                 self.stats[i],
                 dict(tags) if tags else None,
+                self.deletion_vector[i] if self.deletion_vector is not None else None,
             )
             self.built[i] = add
         return add

@@ -13,11 +13,14 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote, unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
+from txlake.delta.dv import DeletionVectorDescriptor, deleted_rows, file_range, inline_bytes, keep_mask, unframe
+from txlake.delta.roaring import U64Array
 from txlake.delta.schema import cast_problem, spark_type_name
 from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError, SchemaMismatchError
 from txlake.storage import ObjectStore
@@ -399,7 +402,64 @@ def read_file(
         raise CorruptLogError(
             f"data file {add.path} of {table or table_path} is not readable Parquet: {exc}", table=table, path=add.path
         ) from exc
+    if add.deletion_vector is not None:
+        raw = _drop_deleted(raw, add, load_deletion_vector(store, table_path, add, table=table), table)
     return _assemble(raw, add, schema, partition_columns, wanted, table=table)
+
+
+def _dv_location(store: ObjectStore, table_path: str, dv: DeletionVectorDescriptor) -> tuple[ObjectStore, str]:
+    """The store and key of the file holding an on-disk DV (``u``: below the table root, ``p``: a URI)."""
+    if dv.storage_type == "u":
+        rel = dv.relative_path()  # built from a UUID and a prefix: a key, not a URI to decode
+        return store, (f"{table_path}/{rel}" if table_path else rel)
+    return resolve_file(store, table_path, dv.path_or_inline_dv)
+
+
+def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table: str | None = None) -> U64Array:
+    """The row indexes of ``add``'s data file its deletion vector deletes (sorted; empty without a DV).
+
+    Raises:
+        DataFileNotFoundError: the DV file is missing.
+        CorruptLogError: the DV is malformed, fails its checksum or does not hold ``cardinality`` rows.
+    """
+    dv = add.deletion_vector
+    if dv is None:
+        return np.empty(0, dtype=np.uint64)
+    where = "inline"
+    try:
+        if dv.is_inline:
+            data = inline_bytes(dv)
+        else:
+            dv_store, key = _dv_location(store, table_path, dv)
+            where = key
+            start, end = file_range(dv)
+            try:
+                framed = dv_store.get_range(key, start, end)
+            except ObjectNotFoundError as exc:
+                raise DataFileNotFoundError(
+                    f"deletion vector file {key} of {add.path} in {table or table_path} is missing",
+                    table=table,
+                    path=dv.relative_path() if dv.storage_type == "u" else dv.path_or_inline_dv,
+                ) from exc
+            data = unframe(dv, framed)
+        return deleted_rows(dv, data)
+    except ValueError as exc:  # RoaringFormatError included
+        raise CorruptLogError(
+            f"deletion vector ({where}) of data file {add.path} of {table or table_path} is unreadable: {exc}",
+            table=table,
+            path=add.path,
+        ) from exc
+
+
+def _drop_deleted(raw: pa.Table, add: Add, deleted: U64Array, table: str | None) -> pa.Table:
+    """``raw`` (all rows of one data file, in file order) without the rows its deletion vector deletes."""
+    if not len(deleted):
+        return raw
+    try:
+        mask = keep_mask(raw.num_rows, deleted)
+    except ValueError as exc:
+        raise CorruptLogError(f"data file {add.path} of {table}: {exc}", table=table, path=add.path) from exc
+    return raw.filter(pa.array(mask))
 
 
 def _partition_column(add: Add, name: str, dtype: pa.DataType, n: int, table: str | None) -> pa.Array:

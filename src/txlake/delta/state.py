@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from txlake.delta.actions import Action, Add, Cdc, CommitInfo, Metadata, OtherAction, Protocol, Remove, Txn
+from txlake.delta.dv import unique_id
 from txlake.delta.features import check_read_support
 from txlake.delta.filemap import FileMap
 from txlake.delta.schema import schema_from_json
@@ -37,10 +38,11 @@ class Snapshot:
 
     @property
     def num_records(self) -> int | None:
-        """Row count from stats, or ``None`` if any file lacks ``numRecords``."""
+        """Row count from stats (less the rows deletion vectors delete), or ``None`` if any file lacks
+        ``numRecords``."""
         total = 0
         for add in self.files.values():
-            n = add.num_records
+            n = add.live_records
             if n is None:
                 return None
             total += n
@@ -82,14 +84,16 @@ class SnapshotBuilder:
     def apply(self, version: int, actions: Iterable[Action], timestamp_ms: int | None) -> None:
         for action in actions:
             if isinstance(action, Add):
-                if action.deletion_vector is not None:
-                    raise UnsupportedFeatureError(
-                        f"{self.table} v{version} uses deletion vectors", table=self.table, feature="deletionVectors"
-                    )
                 self.files[action.path] = action
-                self.tombstones.pop(action.path, None)
+                dead = self.tombstones.get(action.path)
+                if dead is not None and unique_id(dead.deletion_vector) == unique_id(action.deletion_vector):
+                    del self.tombstones[action.path]
             elif isinstance(action, Remove):
-                self.files.pop(action.path, None)
+                # A logical file is (path, DV unique id): a remove of the data file with another DV (the one it had
+                # before a DV update, in the same commit in either order) leaves the live file alone.
+                live = self.files.get(action.path)
+                if live is not None and unique_id(live.deletion_vector) == unique_id(action.deletion_vector):
+                    del self.files[action.path]
                 self.tombstones[action.path] = action
             elif isinstance(action, Metadata):
                 self.metadata = action

@@ -187,9 +187,15 @@ class SparkEngine:
         return df
 
     def uses_native_reader(self, scan: ScanSpec) -> bool:
-        """Whether ``scan`` is read by Spark's Parquet reader (else by the ``txlake`` data source)."""
+        """Whether ``scan`` is read by Spark's Parquet reader (else by the ``txlake`` data source).
+
+        Files with a deletion vector are always read by the data source, which drops the rows the DV deletes
+        (Spark's Parquet reader would return them), whatever the reader setting.
+        """
         if self.reader == "python" or len(scan.table.partition_columns) == len(scan.table.schema):
             return False  # (when every column is a partition column, no column lives in the files)
+        if any(a.deletion_vector is not None for a in scan.files):
+            return False
         local = scan.table.store_uri.startswith("file://") and all(
             "://" not in a.path or a.path.startswith("file:") for a in scan.files
         )

@@ -246,6 +246,14 @@ class Transaction:
             self._work[entry.id] = work
         return work
 
+    def _writable(self, name: str) -> TableWork:
+        """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
+        a feature txlake does not honour when writing (deletion vectors, CHECK constraints, ...)."""
+        work = self._table(name)
+        if work.snapshot is not None:
+            check_write_support(work.snapshot.protocol, work.snapshot.metadata, table=work.entry.name)
+        return work
+
     def _catalog(self, op: CatalogOp) -> None:
         self._ops.append(op)
         self._view = apply_catalog(self._view, [op], self._view.version)
@@ -407,7 +415,7 @@ class Transaction:
         """
         target = size_argument(target_file_size, "target_file_size")
         zorder = list(columns_argument(zorder_by) or [])
-        removed, added, size = self._table(name).compact(where, target, zorder)
+        removed, added, size = self._writable(name).compact(where, target, zorder)
         return OptimizeMetrics(removed, added, size)
 
     def alter_table(
@@ -425,7 +433,7 @@ class Transaction:
         (:data:`ALTERABLE_DELTA_PROPERTIES`). Plain readers see an ordinary Delta metadata change. A concurrent
         commit that writes the table conflicts with it (:class:`MetadataChangedError`), either way round.
         """
-        work = self._table(name)
+        work = self._writable(name)
         if add_columns is None and not set_properties:
             raise InvalidArgumentError("alter_table needs add_columns= or set_properties=", argument="add_columns")
         meta = work.metadata
@@ -494,7 +502,7 @@ class Transaction:
             )
         if now.name.lower() != then.name.lower():
             self.rename_table(now.name, then.name)
-        work = self._table(then.name)
+        work = self._writable(then.name)
         if (work.metadata.schema_string, work.partition_columns) != (
             delta.metadata.schema_string,
             delta.metadata.partition_columns,
@@ -604,9 +612,9 @@ class Transaction:
         if schema_mode == "merge":
             self._merge_schema(name, data)
         if isinstance(data, pa.Table):
-            return self._table(name).append(data)
+            return self._writable(name).append(data)
         engine = self._engine_for(data)
-        work = self._table(name)
+        work = self._writable(name)
         written = engine.write(WriteSpec(self._location(work), self.txid), data)
         work.stage_adds(written.adds)
         return written.num_rows
@@ -629,7 +637,7 @@ class Transaction:
         """Replace all rows (or the rows matching ``where``) with ``data``; every row of ``data`` must match."""
         if not isinstance(data, pa.Table):
             return self._overwrite_engine(name, data, where)
-        work = self._table(name)
+        work = self._writable(name)
         if where is None:
             return work.overwrite_all(data)
         predicate = work.bind(where)
@@ -644,7 +652,7 @@ class Transaction:
 
     def _overwrite_engine(self, name: str, data: object, where: str | None) -> int:
         engine = self._engine_for(data)
-        work = self._table(name)
+        work = self._writable(name)
         if where is not None:
             work.bind(where)  # a bad condition fails before any job runs
         # the engine checks that every written row satisfies ``where`` (txlake's predicate semantics)
@@ -720,7 +728,7 @@ class Transaction:
         With a data engine (``connect(..., spark=)``) this is a Spark job over the candidate files (Spark SQL
         semantics); ``engine="arrow"`` runs it in this process instead, ``engine="spark"`` requires Spark.
         """
-        work = self._table(name)
+        work = self._writable(name)
         data_engine = self._dml_engine(engine)
         if data_engine is not None:
             return self._rewrite_engine(data_engine, work, where, "DELETE")
@@ -732,7 +740,7 @@ class Transaction:
         Returns the number of rows updated. Runs like :meth:`delete` (``engine=``); only the files holding a
         matching row are rewritten.
         """
-        work = self._table(name)
+        work = self._writable(name)
         mapping_argument(set, "set", of="column names to Spark SQL expressions, e.g. {'v': 'v + 1'}")
         if not set:
             raise InvalidArgumentError("update needs at least one column in set=", argument="set")
@@ -795,7 +803,7 @@ class Transaction:
 
     def _merge_arrow(self, name: str, source: pa.Table, spec: MergeSpec) -> MergeMetrics:
         """MERGE an Arrow table in this process over every live file of the target."""
-        work = self._table(name)
+        work = self._writable(name)
         files = work.live_files()
         work.record_dml(None, files)  # merge reads the whole target: conservative read set
         targets = [work.read_one(a) for a in files]
@@ -811,7 +819,7 @@ class Transaction:
 
     def _merge_engine(self, engine: DataEngine, name: str, source: Any, spec: MergeSpec) -> MergeMetrics:
         """MERGE a DataFrame on the data engine: target files pruned by the source's key range, then recorded."""
-        work = self._table(name)
+        work = self._writable(name)
         location = self._location(work)
         # an empty target needs no key range (that would cost a job)
         prune = engine.merge_pruning_predicate(source, spec, location) if work.live_files() else None
