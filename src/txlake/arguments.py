@@ -20,18 +20,22 @@ def name_argument(value: object, argument: str = "name", *, example: str = "'nam
     return value
 
 
-def columns_argument(columns: Sequence[str] | None) -> Sequence[str] | None:
-    """``columns=``: a list of column names (a single string would be read as its characters)."""
+def columns_argument(
+    columns: Sequence[str] | None, argument: str = "columns", *, what: str = "column names"
+) -> Sequence[str] | None:
+    """``columns=`` (or ``argument``): a list of names (a single string would be read as its characters)."""
     if columns is None:
         return None
     if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
         raise InvalidArgumentTypeError(
-            f"columns must be a list of column names, got {type(columns).__name__} {columns!r}", argument="columns"
+            f"{argument} must be a list of {what}, got {type(columns).__name__} {columns!r}"
+            + (f" (write [{columns!r}])" if isinstance(columns, str) else ""),
+            argument=argument,
         )
     names = list(columns)
     bad = [c for c in names if not isinstance(c, str)]
     if bad:
-        raise InvalidArgumentTypeError(f"column names must be strings, got {bad[0]!r}", argument="columns")
+        raise InvalidArgumentTypeError(f"{what} must be strings, got {bad[0]!r}", argument=argument)
     return names
 
 

@@ -326,7 +326,7 @@ class Lakehouse:
         if tag is None:  # a tag's files are kept by every vacuum
             self._check_not_vacuumed(then.version)
         if tables is not None:
-            names = list(columns_argument(tables) or [])
+            names = list(columns_argument(tables, "tables", what="table names") or [])
             entries = [then.entry(name) for name in names]
         else:
             entries = sorted(then.state.tables.values(), key=lambda e: e.name)

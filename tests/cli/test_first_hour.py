@@ -55,6 +55,20 @@ def test_fresh_refuses_a_lakehouse_that_is_not_the_demos(tmp_path: Path) -> None
     assert tree(target) == before
 
 
+def test_the_demo_never_touches_a_users_tables_named_like_its_own(tmp_path: Path) -> None:
+    """A user's own ``bank.north`` (not marked as the demo's) is neither deleted by --fresh nor written to."""
+    target = tmp_path / "mine"
+    lake = txlake.connect(f"file://{target}")
+    lake.create_table("bank.north", "id long, owner string, balance long")
+    with lake.transaction() as tx:
+        tx.append("bank.north", pa.table({"id": [1000], "owner": ["a real customer"], "balance": [5]}))
+    before = tree(target)
+    for extra in (("--fresh",), ()):
+        line = assert_clean_failure(cli("demo", "--path", str(target), *extra, *DEMO), ExitCode.USAGE)
+        assert "bank.north" in line and "the demo did not make" in line
+    assert tree(target) == before
+
+
 def test_fresh_deletes_only_what_the_demo_made(tmp_path: Path) -> None:
     target = tmp_path / "demo"
     _demo(target)

@@ -128,8 +128,7 @@ def test_column_lookup_reports_missing_entries_as_none(adds: dict[str, Add]) -> 
         "amount < 0.25",
         "amount = 2.75",
         "amount IN (0.2, 3)",
-        "f > 5.5",
-        "f < 0.25",
+        "f < 0.25",  # (f > 5.5 may match: a NaN row, which no stats bound, is above every number in Spark)
         "s.a > 10",
         "part = 'b'",
         "part <> 'a'",
@@ -270,7 +269,27 @@ def test_float_stats_with_nan_rows_stay_sound() -> None:
     stats = FileStats.from_json(json.dumps(raw), schema)
     assert parse_predicate("f != 1.0").bind(schema).may_match(stats)
     assert parse_predicate("NOT f > 0").bind(schema).may_match(stats)
-    assert not parse_predicate("f > 2").bind(schema).may_match(stats)
+    assert parse_predicate("f > 2").bind(schema).may_match(stats)  # Spark: NaN > 2
+    assert parse_predicate("f = double('NaN')").bind(schema).may_match(stats)
+    assert not parse_predicate("f < 0.5").bind(schema).may_match(stats)  # NaN < 0.5 is false too
+
+
+def test_nan_compares_as_in_spark() -> None:
+    """NaN = NaN, and NaN is above every number (Spark SQL), in filters and DML alike."""
+    schema = pa.schema([pa.field("d", pa.float64())])
+    data = pa.table({"d": pa.array([float("nan"), float("inf"), 0.5, None], pa.float64())}, schema=schema)
+    cases = {
+        "d > 1": [float("inf"), "nan"],
+        "d >= double('NaN')": ["nan"],
+        "d = double('NaN')": ["nan"],
+        "d < 1": [0.5],
+        "d != 0.5": [float("inf"), "nan"],
+        "d <=> double('NaN')": ["nan"],
+        "NOT d > 1": [0.5],
+    }
+    for sql, expected in cases.items():
+        rows = parse_predicate(sql).bind(schema).filter(data)["d"].to_pylist()
+        assert sorted(map(str, rows)) == sorted(map(str, expected)), sql
 
 
 def test_float32_stats_written_as_short_decimals() -> None:

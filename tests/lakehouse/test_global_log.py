@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
 import pytest
 
 import txlake
@@ -112,3 +115,25 @@ def test_outcome_is_put_once(tmp_path: object) -> None:
     assert again.committed and again.txid == "init"  # the first outcome is the outcome
     with pytest.raises(VersionNotFoundError):
         lake.snapshot(42)
+
+
+def test_a_lost_record_is_reported_not_filled(tmp_path: Path) -> None:
+    """A record deleted outside txlake (its outcome left behind): the next writer refuses to claim that version
+    instead of taking another transaction's outcome for its own."""
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri())
+    lake.create_table("t.a", "id long")
+    with lake.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [1]}))
+    version = lake.version()
+    (root / "_txlake" / "log" / f"{version:020d}.json").unlink()
+    fresh = txlake.connect(root.as_uri())
+    with pytest.raises(txlake.CorruptLogError, match="outcome but no record"), fresh.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [2]}))
+    assert not (root / "_txlake" / "log" / f"{version:020d}.json").exists()
+
+
+def test_a_version_beyond_the_latest_is_named_as_such(tmp_path: Path) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    with pytest.raises(txlake.VersionNotFoundError, match=r"no lakehouse version 99 \(the latest is 0\)"):
+        lake.snapshot(99)

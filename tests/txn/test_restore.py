@@ -98,3 +98,12 @@ def test_a_writer_that_read_what_restore_replaced_conflicts(tmp_path: Path) -> N
     with pytest.raises(txlake.ConflictError):
         writer.commit()
     assert _rows(lake, "b.acc") == [{"id": 1, "bal": 10}, {"id": 2, "bal": 20}]
+
+
+def test_string_arguments_where_lists_are_expected_are_refused(tmp_path: Path) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    with pytest.raises(txlake.InvalidArgumentTypeError, match=r"partition_by must be a list of column names.*\['id'\]"):
+        lake.create_table("a.p", "id long, v string", partition_by="id")  # type: ignore[arg-type]
+    lake.create_table("a.t", "id long")
+    with pytest.raises(txlake.InvalidArgumentTypeError, match="tables must be a list of table names"):
+        lake.restore(version=1, tables="a.t")  # type: ignore[arg-type]

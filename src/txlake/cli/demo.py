@@ -47,6 +47,16 @@ DEFAULT_PATH = "./txlake-demo"
 BANKS = ("bank.north", "bank.south", "bank.east")
 SCHEMA = pa.schema([("id", pa.int64()), ("owner", pa.string()), ("balance", pa.int64())])
 CHART_NAME = "txlake-demo.png"
+DEMO_PROPERTY = "txlake.demo"
+"""Set on the tables the demo creates: the demo writes into, and ``--fresh`` deletes, only such lakehouses."""
+
+
+def foreign_tables(lake: txlake.Lakehouse) -> list[str]:
+    """The tables of ``lake`` the demo did not make (not its banks, or without its mark)."""
+    snap = lake.snapshot()
+    return [
+        name for name in snap.tables() if name not in BANKS or snap.entry(name).properties.get(DEMO_PROPERTY) != "true"
+    ]
 
 
 @dataclass
@@ -111,7 +121,7 @@ def _setup(lake: txlake.Lakehouse, accounts: int, opening: int, spark: SparkSess
     """
     with lake.transaction() as tx:
         for bank in BANKS:
-            tx.create_table(bank, SCHEMA, if_not_exists=True)
+            tx.create_table(bank, SCHEMA, if_not_exists=True, properties={DEMO_PROPERTY: "true"})
             short = bank.split(".")[1]
             if spark is not None:
                 # spark.range with one partition per account: each task writes exactly one account's file
@@ -267,6 +277,13 @@ def run_demo(
     console = console or console_for()
     opening = 1000
     lake = txlake.connect(uri, storage_options, spark=spark)
+    foreign = foreign_tables(lake)
+    if foreign:
+        raise UsageError(
+            f"the lakehouse at {lake.uri} has tables the demo did not make ({', '.join(foreign)}): the demo "
+            "writes only into a new lakehouse or one an earlier demo made",
+            hint="choose a new location, e.g. `txlake demo --path ./txlake-demo-2`",
+        )
     if set(BANKS) - set(lake.tables()):
         with console.status("creating three banks and opening accounts" + (" with Spark" if spark else "")):
             _setup(lake, accounts, opening, spark)
@@ -332,9 +349,9 @@ def run_demo(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", help=f"local lakehouse directory (default: ${URI_ENV} if set, else {DEFAULT_PATH})")
     add_location_arguments(parser)
-    parser.add_argument("--workers", type=positive, default=4)
+    parser.add_argument("--workers", type=positive, default=4, help="concurrent transfer workers (default 4)")
     parser.add_argument("--accounts", type=positive, default=20, help="accounts per bank")
-    parser.add_argument("--seconds", type=positive_float, default=20.0)
+    parser.add_argument("--seconds", type=positive_float, default=20.0, help="how long to run transfers (default 20)")
     parser.add_argument("--transfers", type=positive, help="stop after this many transfers (over all workers)")
     parser.add_argument(
         "--fresh",
@@ -353,6 +370,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--chart", help="where to write the PNG chart (default: in the local lakehouse directory, else ./)"
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show stack traces on errors")
 
 
 def _location(args: argparse.Namespace, storage_options: dict[str, str] | None, stack: ExitStack) -> _Location:
@@ -488,9 +506,9 @@ def demo_contents(root: Path) -> list[Path]:
     except TxlakeError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{refuse}: its lakehouse cannot be read ({first})", hint=hint) from exc
-    others = sorted(set(tables) - set(BANKS))
+    others = foreign_tables(lake)
     if others:
-        raise UsageError(f"{refuse}: its lakehouse has tables the demo does not make ({', '.join(others)})", hint=hint)
+        raise UsageError(f"{refuse}: its lakehouse has tables the demo did not make ({', '.join(others)})", hint=hint)
     owned: list[Path] = []
     for entry in entries:
         foreign: Path | None = entry

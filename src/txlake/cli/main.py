@@ -67,7 +67,13 @@ def build_parser(*, workloads: bool = True) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     add_commands(sub)
-    demo_parser = sub.add_parser("demo", help="concurrent bank transfers on a local lakehouse (the main job)")
+    demo_parser = sub.add_parser(
+        "demo",
+        help="concurrent bank transfers on a local lakehouse (the main job)",
+        description="Create three bank tables, run concurrent transfers between accounts in multi-table "
+        "transactions for --seconds, and check that the total never changes (also through time travel). "
+        "Writes only into a new lakehouse or one an earlier demo made.",
+    )
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(run=demo.run)
     bench = sub.add_parser("bench", help="run a benchmark workload (writes JSON + PNG)")

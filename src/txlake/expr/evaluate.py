@@ -124,9 +124,36 @@ def _null_if_zero(divisor: Datum) -> Datum:
     return pc.if_else(pc.equal(divisor, zero), pa.scalar(None, type=divisor.type), divisor)
 
 
+def _is_nan(value: Datum) -> Datum:
+    """NaN-ness of a floating value (null where null); ``False`` for any other type."""
+    return pc.is_nan(value) if pa.types.is_floating(value.type) else pa.scalar(False)
+
+
+def compare(op: str, a: Datum, b: Datum) -> Datum:
+    """``a op b`` with Spark's NaN semantics: NaN equals NaN and is greater than every other number (Arrow, like
+    IEEE 754, makes every comparison with NaN false). Nulls give null, as in SQL."""
+    ieee = _COMPARE[op](a, b)
+    if not (pa.types.is_floating(a.type) or pa.types.is_floating(b.type)):
+        return ieee
+    nan_a, nan_b = _is_nan(a), _is_nan(b)
+    both = pc.and_(nan_a, nan_b)
+    only_a = pc.and_(nan_a, pc.invert(nan_b))
+    only_b = pc.and_(nan_b, pc.invert(nan_a))
+    # (both NaN, only a NaN, only b NaN) -> result; otherwise the IEEE comparison
+    table = {
+        "=": (True, False, False),
+        "!=": (False, True, True),
+        ">": (False, True, False),
+        ">=": (True, True, False),
+        "<": (False, False, True),
+        "<=": (True, False, True),
+    }[op]
+    return pc.if_else(both, table[0], pc.if_else(only_a, table[1], pc.if_else(only_b, table[2], ieee)))
+
+
 def _null_safe_equal(a: Datum, b: Datum) -> Datum:
     both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-    equal = pc.fill_null(pc.equal(a, b), False)
+    equal = pc.fill_null(compare("=", a, b), False)
     return pc.or_(both_null, equal)
 
 
@@ -254,7 +281,7 @@ def apply(node: Node, args: Sequence[Datum], n: int) -> Datum:
     if isinstance(node, Compare):
         if node.op == "<=>":
             return _null_safe_equal(args[0], args[1])
-        return _COMPARE[node.op](args[0], args[1])
+        return compare(node.op, args[0], args[1])
     if isinstance(node, And):
         result = args[0]
         for arg in args[1:]:

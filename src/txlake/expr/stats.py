@@ -461,12 +461,16 @@ def _range_truths(op: CompareOp, b: _Bounds, v: Any) -> tuple[bool, bool]:
     else:  # ">="
         can_true, can_false = hi_ge, lo_lt
     if b.nan:
-        # NaN compares FALSE with everything and is != everything (IEEE semantics in Arrow).
-        if op == "!=":
+        # A floating column may hold NaN, which min/max do not bound. Spark orders NaN above every number and
+        # NaN = NaN: a NaN row makes `>`, `>=` and `!=` TRUE, the others FALSE (all but `!=`, for v NaN).
+        can_false = True
+        if op in ("!=", ">", ">=") or _is_nan(v):
             can_true = True
-        else:
-            can_false = True
     return can_true, can_false
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _in_list(node: InList, stats: FileStats) -> frozenset[Truth]:

@@ -213,6 +213,12 @@ class GlobalLog:
             existing = self.read_outcome(outcome.version)
             if existing is None:  # pragma: no cover - put-if-absent said it exists
                 raise
+            if existing.txid != outcome.txid:  # an outcome without its record: the log lost the record
+                raise CorruptLogError(
+                    f"the outcome of global version {outcome.version} names transaction {existing.txid}, its record "
+                    f"{outcome.txid}: the log lost a record (run `txlake doctor`)",
+                    version=outcome.version,
+                ) from None
             return existing
         with self._lock:
             self._outcomes[outcome.version] = outcome
@@ -321,6 +327,11 @@ class GlobalLog:
             if record is None:
                 if v <= known_top:
                     raise CorruptLogError(f"the lakehouse log has a gap at version {v}", version=v)
+                if listing is not None and v in listing.outcomes:  # claiming v would take someone's outcome
+                    raise CorruptLogError(
+                        f"global version {v} has an outcome but no record: the log lost a record (run `txlake doctor`)",
+                        version=v,
+                    )
                 break
             records.append(record)
             v += 1
@@ -419,7 +430,11 @@ class GlobalLog:
         base = self.read_checkpoint(max(checkpoints)) if checkpoints else LakehouseState(version=-1)
         tail = self._catch_up(base, version, listing=self.list(after=base.version))
         if tail.state.version != version:
-            raise VersionNotFoundError(f"global version {version} is not decided", version=version)
+            if tail.latest_claimed >= version:
+                raise VersionNotFoundError(f"global version {version} is not decided yet", version=version)
+            raise VersionNotFoundError(
+                f"no lakehouse version {version} (the latest is {tail.state.version})", version=version
+            )
         return tail.state
 
 

@@ -494,6 +494,12 @@ def apply(state: LakehouseState, record: GlobalRecord, outcome: Outcome) -> Lake
         raise CorruptLogError(
             f"cannot apply global version {record.version} to state {state.version}", version=record.version
         )
+    if outcome.txid != record.txid:
+        raise CorruptLogError(
+            f"the outcome of global version {record.version} names transaction {outcome.txid}, its record "
+            f"{record.txid}: the log lost a record (run `txlake doctor`)",
+            version=record.version,
+        )
     if not outcome.committed:
         return replace(state, version=record.version)
     after = apply_catalog(state, record.catalog, record.version)

@@ -322,7 +322,7 @@ class Transaction:
             raise TableAlreadyExistsError(f"table {name!r} already exists", table=name)
         if not self._view.has_namespace(namespace):
             self._catalog(CreateNamespace(namespace))
-        partition_by = list(partition_by or [])
+        partition_by = list(columns_argument(partition_by, "partition_by") or [])
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
             raise SchemaMismatchError(f"partition columns not in schema: {missing}", table=name, columns=missing)
@@ -496,8 +496,9 @@ class Transaction:
         now = self._view.tables.get(then.id)
         if now is None:
             raise InvalidArgumentError(
-                f"table {then.name!r} was dropped after lakehouse version {delta.version}: restoring a dropped "
-                "table is not supported yet (clone it from that version instead: lake.clone(name, new, version=G))",
+                f"table {then.name!r} was dropped since: restoring a dropped table is not supported yet; clone it "
+                f"from that version instead (`txlake clone {then.name} NEW_NAME --version G`, or "
+                "lake.clone(name, new_name, version=G))",
                 argument="tables",
             )
         if now.name.lower() != then.name.lower():
@@ -1112,6 +1113,8 @@ class Transaction:
             outcome = None
         if outcome is None:
             raise self._unknown(record.version, failure) from failure
+        if outcome.txid != record.txid:  # an outcome left without its record: the log is damaged
+            raise failure
         # decided by someone else: which tables they published is not known here, so keep every file
         return PublishResult(outcome, published=frozenset(c.table_id for c in record.tables))
 
