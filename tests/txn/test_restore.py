@@ -72,7 +72,7 @@ def test_restore_refuses_what_it_cannot_do_and_writes_nothing(tmp_path: Path) ->
     lake, good = _bank(StoreLocation(tmp_path.as_uri(), {}))
     lake.drop_table("b.journal")
     version = lake.version()
-    with pytest.raises(txlake.InvalidArgumentError, match="dropped after lakehouse version"):
+    with pytest.raises(txlake.InvalidArgumentError, match="was dropped since"):
         lake.restore(good)
     with pytest.raises(txlake.InvalidArgumentError, match="version=, timestamp= or tag="):
         lake.restore()
