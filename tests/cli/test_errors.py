@@ -185,6 +185,18 @@ def test_garbage_delta_commit_is_a_corrupt_log(bank: txlake.Lakehouse, txlake_cl
     assert txlake_cli("show", "bank.savings", "--uri", bank.uri).code == ExitCode.OK
 
 
+def test_a_deleted_newest_delta_commit_is_a_corrupt_log(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
+    log = bank.delta_log("bank.checking")
+    latest = log.latest_version()
+    assert latest is not None
+    bank.store.delete(log.commit_path(latest))
+    for argv in (["show", "bank.checking"], ["tables"]):  # tables lists the others and marks this one
+        run = txlake_cli(*argv, "--uri", bank.uri)
+        assert run.code == ExitCode.CORRUPT, argv
+        assert "Traceback" not in run.err and "txlake doctor" in run.err
+        assert f"maps bank.checking to Delta version {latest}, but its log ends at {latest - 1}" in run.err
+
+
 def test_missing_data_file_is_reported_with_exit_5(bank: txlake.Lakehouse, txlake_cli: Txlake) -> None:
     snap = bank.snapshot()
     entry = snap.entry("bank.checking")

@@ -109,3 +109,16 @@ def test_no_color_means_no_terminal_styles_at_all(
     run = txlake_cli("tables", "--uri", bank.uri)
     assert run.code == 0 and "bank.checking" in run.out
     assert "\x1b" not in run.out and "\x1b" not in run.err
+
+
+def test_control_characters_in_data_never_reach_the_terminal_raw(
+    bank: txlake.Lakehouse, txlake_cli: Txlake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with bank.transaction() as tx:
+        tx.append("bank.checking", accounts([77], ["a\nb \x1b[31mred\x1b[0m \x07"], [1]))
+    monkeypatch.setenv("NO_COLOR", "1")
+    for extra in ((), ("--json",)):
+        run = txlake_cli("show", "bank.checking", "--where", "id = 77", "--uri", bank.uri, *extra)
+        assert run.code == 0 and "\x1b" not in run.out and "\x07" not in run.out
+    run = txlake_cli("show", "bank.checking", "--where", "id = 77", "--uri", bank.uri)
+    assert "a⏎b \\x1b[31mred\\x1b[0m \\x07" in run.out

@@ -75,8 +75,17 @@ def human_size(size: int | None) -> str:
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: each line break shown as ``⏎``."""
-    return text.replace("\r", "").replace("\n", "⏎")
+    """``text`` on one line: each line break shown as ``⏎``, other control characters (escape sequences that
+    could recolour the terminal or move its cursor) as ``\\xNN`` escapes."""
+    text = text.replace("\r", "").replace("\n", "⏎")
+    if any(_is_control(c) for c in text):
+        text = "".join(f"\\x{ord(c):02x}" if _is_control(c) else c for c in text)
+    return text
+
+
+def _is_control(c: str) -> bool:
+    code = ord(c)
+    return (code < 0x20 and c != "\t") or 0x7F <= code < 0xA0
 
 
 def truncate(text: str, width: int = MAX_CELL) -> str:

@@ -115,7 +115,7 @@ def render_vacuum(out: Output, result: VacuumResult) -> None:
 def render_restore(out: Output, result: RestoreResult) -> None:
     what = ", ".join(result.tables) if result.tables else "the lakehouse"
     if not result.changed:
-        out.line(Text(f"{what} already as at lakehouse version {result.restored_version}: nothing to do"))
+        out.line(Text(f"{what} is already as it was at lakehouse version {result.restored_version}: nothing to do"))
         return
     out.line(Text(f"restored {what} to lakehouse version {result.restored_version} as new version {result.version}"))
 

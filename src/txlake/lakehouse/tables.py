@@ -10,7 +10,7 @@ from txlake.delta.actions import Action
 from txlake.delta.log import DeltaLog
 from txlake.delta.snapshot import load_snapshot
 from txlake.delta.state import Snapshot, SnapshotBuilder
-from txlake.errors import CorruptLogError, TableNotFoundError
+from txlake.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 from txlake.lakehouse.records import TableEntry
 from txlake.storage import ObjectStore
 
@@ -60,6 +60,16 @@ class SnapshotCache:
                 snap = load_snapshot(log, version)
             except TableNotFoundError as exc:
                 raise missing_log_error(entry, log) from exc
+            except VersionNotFoundError as exc:
+                latest = log.latest_version()
+                if latest is None or latest >= version:
+                    raise  # cleaned up below a checkpoint: the version is really gone
+                raise CorruptLogError(
+                    f"the lakehouse maps {entry.name} to Delta version {version}, but its log ends at {latest} "
+                    "(a commit deleted outside txlake?)",
+                    table=entry.name,
+                    version=version,
+                ) from exc
         self.put(entry.id, snap)
         return snap
 
