@@ -541,6 +541,15 @@ class Lakehouse:
             )
         )
 
+    def register_table(self, name: str, location: str) -> int:
+        """Make the existing Delta table at ``location`` (below the lakehouse root: a relative path, or a URI or
+        absolute path inside it) table ``name``, at its current Delta version, without copying; returns that
+        Delta version. See :meth:`Transaction.register_table`."""
+        name_argument(name)
+        joined: list[int] = []
+        self._ddl(lambda tx: joined.append(tx.register_table(name, location)))
+        return joined[-1]
+
     def drop_table(self, name: str) -> None:
         """Remove ``name`` from the catalog; its files stay (time travel still sees it) until vacuumed."""
         name_argument(name)

@@ -432,7 +432,8 @@ def _table_name(table_id: str, path: str, record: GlobalRecord, *states: Lakehou
         entry: TableEntry | None = state.tables.get(table_id)
         if entry is not None:
             return entry.name
-    created = next((op.name for op in record.catalog if op.table_id == table_id and op.op == "create_table"), None)
+    joined = ("create_table", "register_table")
+    created = next((op.name for op in record.catalog if op.table_id == table_id and op.op in joined), None)
     return created or path
 
 

@@ -57,7 +57,13 @@ class TableEntry:
 
 
 CatalogOpKind: TypeAlias = Literal[
-    "create_namespace", "drop_namespace", "create_table", "drop_table", "rename_table", "set_properties"
+    "create_namespace",
+    "drop_namespace",
+    "create_table",
+    "register_table",
+    "drop_table",
+    "rename_table",
+    "set_properties",
 ]
 
 
@@ -76,6 +82,8 @@ class CatalogOp:
     new_name: str | None = None
     path: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    version: int | None = None
+    """The Delta version a table joins the lakehouse at (``register_table``)."""
 
     def validate(self, state: LakehouseState) -> None:
         """Raise if this change cannot follow ``state``."""
@@ -108,6 +116,8 @@ class CatalogOp:
             doc["path"] = self.path
         if self.properties:
             doc["properties"] = dict(self.properties)
+        if self.version is not None:
+            doc["version"] = self.version
         return doc
 
     @staticmethod
@@ -115,7 +125,15 @@ class CatalogOp:
         kind = _CATALOG_OPS.get(d["op"])
         if kind is None:
             raise ValueError(f"unknown catalog operation {d['op']!r}")
-        return kind(d["name"], d.get("tableId"), d.get("newName"), d.get("path"), dict(d.get("properties") or {}))
+        version = d.get("version")
+        return kind(
+            d["name"],
+            d.get("tableId"),
+            d.get("newName"),
+            d.get("path"),
+            dict(d.get("properties") or {}),
+            int(version) if version is not None else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +174,31 @@ class CreateTable(CatalogOp):
             return state
         entry = TableEntry(self.table_id, self.name, self.path, version, dict(self.properties))
         return replace(state, tables={**state.tables, self.table_id: entry})
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterTable(CatalogOp):
+    """An existing Delta table (its own ``metaData.id``) joins the catalog at Delta version ``version``: a table
+    written elsewhere (``register_table``) or a dropped table coming back (``restore``)."""
+
+    op: ClassVar[CatalogOpKind] = "register_table"
+
+    def validate(self, state: LakehouseState) -> None:
+        if state.table_by_name(self.name) is not None:
+            raise self._conflict(f"table {self.name} was created concurrently")
+        if (self.table_id or "") in state.tables:
+            raise self._conflict(f"the Delta table {self.path} joined the lakehouse concurrently")
+        self._require_namespace(state, self.name)
+
+    def apply(self, state: LakehouseState, version: int) -> LakehouseState:
+        if self.table_id is None or self.path is None or self.version is None:
+            return state
+        entry = TableEntry(self.table_id, self.name, self.path, version, dict(self.properties))
+        return replace(
+            state,
+            tables={**state.tables, self.table_id: entry},
+            table_versions={**state.table_versions, self.table_id: self.version},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +248,8 @@ class SetProperties(CatalogOp):
 
 
 _CATALOG_OPS: dict[str, type[CatalogOp]] = {
-    kind.op: kind for kind in (CreateNamespace, DropNamespace, CreateTable, DropTable, RenameTable, SetProperties)
+    kind.op: kind
+    for kind in (CreateNamespace, DropNamespace, CreateTable, RegisterTable, DropTable, RenameTable, SetProperties)
 }
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import posixpath
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 from txlake.delta.checkpoint import write_checkpoint
 from txlake.delta.log import DeltaLog
+from txlake.errors import InvalidArgumentError
 from txlake.lakehouse.log import GlobalLog, LogView
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
@@ -148,6 +151,30 @@ class LakeContext:
             return [self.probe_delta_latest(entry, mapped) for entry, mapped in tables]
         with ThreadPoolExecutor(max_workers=min(PROBE_CONCURRENCY, len(tables))) as pool:
             return list(pool.map(lambda t: self.probe_delta_latest(*t), tables))
+
+    def relative_location(self, location: str) -> str:
+        """``location`` (a path below the root, or a URI inside it) as a normalized path below the root;
+        :class:`InvalidArgumentError` if it lies outside the lakehouse root."""
+        if not isinstance(location, str) or not location.strip():
+            raise InvalidArgumentError(f"location must be a path or URI, got {location!r}", argument="location")
+        text = location.strip()
+        if "://" in text or text.startswith("/"):
+            roots = {self.store.uri.rstrip("/"), self.store.public_url().rstrip("/")}
+            local = self.store.local_path()
+            if local is not None:
+                roots.add(local.rstrip("/"))
+            inside = next((text[len(r) + 1 :] for r in roots if text.startswith(r + "/")), None)
+            if inside is None:
+                raise InvalidArgumentError(
+                    f"{location} is outside the lakehouse root {self.store.uri}: register only tables inside it "
+                    "(clone or copy the table in)",
+                    argument="location",
+                )
+            text = unquote(inside) if "%" in inside and "://" in location else inside
+        path = posixpath.normpath(text.strip("/"))
+        if path in (".", "") or path.startswith("..") or path.split("/")[0] == "_txlake":
+            raise InvalidArgumentError(f"{location} is not a table location inside the lakehouse", argument="location")
+        return path
 
     def table_path(self, namespace: str, short: str, table_id: str, *, taken: list[str]) -> str:
         """``<namespace>/<table>`` unless that location is used (a dropped table's files), then suffixed."""

@@ -27,7 +27,9 @@ from txlake.ddl import parse_ddl_schema
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import check_write_support, protocol_for_new_table
 from txlake.delta.files import decode_path, resolve_file
+from txlake.delta.log import DeltaLog
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
+from txlake.delta.snapshot import load_snapshot
 from txlake.delta.state import Snapshot
 from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
 from txlake.errors import (
@@ -64,6 +66,7 @@ from txlake.lakehouse.records import (
     LakehouseState,
     Outcome,
     ReadSet,
+    RegisterTable,
     RenameTable,
     SetProperties,
     TableChange,
@@ -242,6 +245,8 @@ class Transaction:
             snapshot: Snapshot | None = None
             if entry.id in self._start.tables:
                 snapshot = self._ctx.snapshots.get(entry, self._start.table_versions[entry.id])
+            elif entry.id in self._joining():  # an existing Delta table joining the catalog here
+                snapshot = self._ctx.snapshots.get(entry, self._view.table_versions[entry.id])
             work = TableWork(entry, snapshot, self._ctx.store, self.txid)
             self._work[entry.id] = work
         return work
@@ -341,6 +346,36 @@ class Transaction:
             created_metadata=metadata,
             created_protocol=protocol_for_new_table(metadata.schema_string),
         )
+
+    def register_table(self, name: str, location: str) -> int:
+        """Make the Delta table at ``location`` (a path below the lakehouse root, or a URI inside it) table
+        ``name`` of the catalog, at its current Delta version, without copying anything; returns that version.
+
+        Its Delta table id (``metaData.id``) becomes the catalog id, so the same table cannot be registered
+        twice. From then on it is a lakehouse table like any other: plain writers' later commits are adopted
+        as usual. A location outside the lakehouse root is refused (:class:`InvalidArgumentError`: clone or
+        copy it in).
+        """
+        self._ensure_active()
+        namespace, _ = split_name(name)
+        path = self._ctx.relative_location(location)
+        snapshot = load_snapshot(DeltaLog(self._ctx.store, path, name=name))
+        self._read_names.add(name.lower())
+        self._read_namespaces.add(namespace.lower())
+        if self._view.table_by_name(name) is not None:
+            raise TableAlreadyExistsError(f"table {name!r} already exists", table=name)
+        known = self._view.tables.get(snapshot.metadata.id)
+        if known is not None:
+            raise TableAlreadyExistsError(
+                f"the Delta table at {location} is in the lakehouse already, as {known.name!r}", table=known.name
+            )
+        taken = next((t for t in self._view.tables.values() if t.path.strip("/") == path), None)
+        if taken is not None:
+            raise TableAlreadyExistsError(f"{location} is the location of table {taken.name!r}", table=taken.name)
+        if not self._view.has_namespace(namespace):
+            self._catalog(CreateNamespace(namespace))
+        self._catalog(RegisterTable(name, table_id=snapshot.metadata.id, path=path, version=snapshot.version))
+        return snapshot.version
 
     def clone_table(self, source: str, target: str) -> int:
         """Create ``target`` as a zero-copy clone of ``source`` as this transaction sees it; returns its files.
@@ -494,13 +529,9 @@ class Transaction:
         """Bring table ``then`` (its catalog entry at an earlier version, where its Delta state was ``delta``)
         back: its name, then its files. Returns the numbers of files removed and added back."""
         now = self._view.tables.get(then.id)
-        if now is None:
-            raise InvalidArgumentError(
-                f"table {then.name!r} was dropped since: restoring a dropped table is not supported yet; clone it "
-                f"from that version instead (`txlake clone {then.name} NEW_NAME --version G`, or "
-                "lake.clone(name, new_name, version=G))",
-                argument="tables",
-            )
+        if now is None:  # dropped since: it joins the catalog again, at the newest version of its own log
+            self._rejoin(then)
+            now = self._view.tables[then.id]
         if now.name.lower() != then.name.lower():
             self.rename_table(now.name, then.name)
         work = self._writable(then.name)
@@ -526,6 +557,31 @@ class Transaction:
                 path=missing[0],
             )
         return work.restore(delta.files)
+
+    def _rejoin(self, then: TableEntry) -> None:
+        """Bring dropped table ``then`` back into the catalog under its old name, id and location."""
+        if self._view.table_by_name(then.name) is not None:
+            raise InvalidArgumentError(
+                f"table {then.name!r} was dropped since and its name is taken now: restore the other table's name "
+                f"first, or clone it instead (`txlake clone {then.name} NEW_NAME --version G`)",
+                argument="tables",
+            )
+        try:
+            latest = load_snapshot(DeltaLog(self._ctx.store, then.path, name=then.name))
+        except TxlakeError as exc:
+            raise DataFileNotFoundError(
+                f"table {then.name!r} was dropped since and its Delta log is gone (vacuumed?): {exc}",
+                table=then.name,
+            ) from exc
+        namespace, _ = split_name(then.name)
+        if not self._view.has_namespace(namespace):
+            self._catalog(CreateNamespace(namespace))
+        self._catalog(
+            RegisterTable(
+                then.name, table_id=then.id, path=then.path, properties=dict(then.properties), version=latest.version
+            )
+        )
+        self._ctx.snapshots.put(then.id, latest)
 
     def drop_table(self, name: str) -> None:
         """Remove the table from the catalog (its files stay until vacuum; time travel still sees it)."""
@@ -1160,8 +1216,9 @@ class Transaction:
         """Re-check this transaction's catalog assumptions against the latest state (requirements)."""
         if self._policy.query_reads and latest.version != self._start.version:
             self._validate_catalog_reads(latest)
+        joining = self._joining()
         for tid, work in self._work.items():
-            if work.snapshot is None:
+            if work.snapshot is None or tid in joining:
                 continue
             touched = self._policy.validates(
                 writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=bool(work.query_predicates)
@@ -1202,6 +1259,10 @@ class Transaction:
                 where = f"namespace {listed}" if listed is not None else "the lakehouse"
                 raise changed(f"the tables of {where} changed concurrently", listed or "*")
 
+    def _joining(self) -> set[str]:
+        """Tables this transaction brings into the catalog with their existing Delta log."""
+        return {op.table_id for op in self._ops if isinstance(op, RegisterTable) and op.table_id is not None}
+
     def _conflict_catalog(self, message: str, name: str, latest: LakehouseState) -> None:
         raise ConcurrentTransactionError(
             message, table=name, read_version=self.read_version, winning_version=latest.version
@@ -1225,6 +1286,8 @@ class Transaction:
             if work.snapshot is not None and tid in claimed.tables and tid in decided.tables
         ]
         bases.update((tid, -1) for tid, work in self._work.items() if work.snapshot is None)
+        joining = self._joining()  # their commit follows the newest version of their own log (checked on publishing)
+        bases.update((tid, w.snapshot.version) for tid, w in self._work.items() if tid in joining and w.snapshot)
         claims_on = {
             tid: [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)] for tid, _ in live
         }

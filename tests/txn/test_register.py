@@ -1,0 +1,78 @@
+"""``lake.register_table``: an existing Delta table joins the lakehouse; ``restore`` brings dropped tables back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+import txlake
+
+
+def _rows(lake: txlake.Lakehouse | txlake.LakehouseSnapshot, name: str) -> list[int]:
+    return sorted(lake.read_arrow(name)["id"].to_pylist())
+
+
+def _deltars_rows(location: str) -> list[int]:
+    table = deltalake.DeltaTable(location)
+    result = deltalake.QueryBuilder().register("t", table).execute("SELECT id FROM t").read_all()
+    return sorted(result["id"].to_pylist())
+
+
+def test_a_delta_table_written_by_delta_rs_joins_at_its_current_version(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri())
+    before = lake.version()
+    location = root / "ext" / "sales"
+    deltalake.write_deltalake(str(location), pa.table({"id": pa.array([1, 2], pa.int64())}))
+    deltalake.write_deltalake(str(location), pa.table({"id": pa.array([3], pa.int64())}), mode="append")
+    assert lake.register_table("ext.sales", "ext/sales") == 1
+    assert _rows(lake, "ext.sales") == [1, 2, 3]
+    assert "ext.sales" not in lake.snapshot(before).tables()  # time travel: it joined at a later version
+    with lake.transaction() as tx:
+        tx.append("ext.sales", pa.table({"id": [4]}))
+    assert _deltars_rows(str(location)) == [1, 2, 3, 4]
+    deltalake.write_deltalake(str(location), pa.table({"id": pa.array([5], pa.int64())}), mode="append")
+    lake.sync()  # a plain writer's later commit is adopted like any other
+    assert _rows(lake, "ext.sales") == [1, 2, 3, 4, 5]
+    assert lake.vacuum(timedelta(0), force=True).files_deleted == 0  # every file is live
+
+    with pytest.raises(txlake.TableAlreadyExistsError, match=r"already, as 'ext\.sales'"):
+        lake.register_table("ext.again", location.as_uri())  # the same Delta table (by its id)
+    with pytest.raises(txlake.InvalidArgumentError, match="outside the lakehouse root"):
+        lake.register_table("ext.elsewhere", (tmp_path / "elsewhere").as_uri())
+    with pytest.raises(txlake.TableNotFoundError, match="no Delta table"):
+        lake.register_table("ext.nothing", "ext/nothing")
+    with pytest.raises(txlake.InvalidArgumentError, match="not a table location"):
+        lake.register_table("ext.log", "_txlake/log")
+    assert lake.tables() == ["ext.sales"]
+
+
+def test_restore_brings_dropped_tables_back(tmp_path: Path) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("b.keep", "id long")
+    lake.create_table("b.gone", "id long")
+    with lake.transaction() as tx:
+        tx.append("b.keep", pa.table({"id": [1]}))
+        tx.append("b.gone", pa.table({"id": [2, 3]}))
+    lake.tag("good")
+    lake.drop_table("b.gone")
+    with lake.transaction() as tx:
+        tx.append("b.keep", pa.table({"id": [9]}))
+    lake.restore(tag="good")
+    assert lake.tables() == ["b.gone", "b.keep"]
+    assert _rows(lake, "b.gone") == [2, 3] and _rows(lake, "b.keep") == [1]
+    assert _deltars_rows(lake.table_location("b.gone")) == [2, 3]
+    with lake.transaction() as tx:  # writable as before
+        tx.append("b.gone", pa.table({"id": [4]}))
+    assert _rows(lake, "b.gone") == [2, 3, 4]
+
+    lake.drop_table("b.gone")
+    lake.create_table("b.gone", "id long")  # the name is someone else's now
+    with pytest.raises(txlake.InvalidArgumentError, match="its name is taken"):
+        lake.restore(tag="good", tables=["b.gone"])
+    lake.restore(tag="good")  # the whole lakehouse: the newer b.gone is dropped, the old one comes back
+    assert _rows(lake, "b.gone") == [2, 3]
