@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gc
+import os
 import shutil
 import tempfile
 import time
@@ -142,6 +143,45 @@ def _read_rows(
     return rows
 
 
+def _load_txlake(uri: str, name: str) -> int:
+    """A cold client: connect, find the newest lakehouse version, load the table's snapshot."""
+    return len(txlake.connect(uri).snapshot().delta_snapshot(name).files)
+
+
+def _load_rows(
+    lake: txlake.Lakehouse, root: Path, name: str, deltalake: ModuleType, repeat: int, log: Callable[[str], None]
+) -> list[BenchRow]:
+    """Cold snapshot loads of ``name`` before and after the log clean-up (every object aged past 30 days)."""
+    location = lake.table_location(name)
+
+    def measure(config: str, params: dict[str, Any]) -> BenchRow:
+        files = _load_txlake(lake.uri, name)
+        theirs_files = len(deltalake.DeltaTable(location).file_uris())
+        if files != theirs_files:
+            raise RuntimeError(f"{config}: txlake sees {files} files, delta-rs {theirs_files}")
+        ours = [_timed(lambda: _load_txlake(lake.uri, name))[0] for _ in range(repeat)]
+        theirs = [_timed(lambda: deltalake.DeltaTable(location).version())[0] for _ in range(repeat)]
+        return BenchRow.from_samples(config, ours, theirs, {**params, "files": files})
+
+    delta_log = root / lake.snapshot().entry(name).path / "_delta_log"
+    commits = len(list(delta_log.glob("*.json")))
+    rows = [measure("cold load before log clean-up", {"delta_commits": commits})]
+    when = time.time() - dt.timedelta(days=40).total_seconds()
+    for path in root.rglob("*"):
+        if path.is_file():
+            os.utime(path, (when, when))  # as if everything so far were 40 days old
+    report = lake.vacuum(dt.timedelta(0), force=True)
+    left = len(list(delta_log.glob("*.json")))
+    log(f"log clean-up: {report.log_entries_deleted} entries, the log starts at version {report.log_start}")
+    rows.append(
+        measure(
+            "cold load after log clean-up",
+            {"delta_commits": left, "log_entries_deleted": report.log_entries_deleted, "log_start": report.log_start},
+        )
+    )
+    return rows
+
+
 def _vacuum_row(
     lake: txlake.Lakehouse, root: Path, options: LifecycleOptions, deltalake: ModuleType, log: Callable[[str], None]
 ) -> BenchRow:
@@ -193,6 +233,7 @@ def run_lifecycle_bench(options: LifecycleOptions) -> BenchReport:
     try:
         lake = txlake.connect(tmp.as_uri())
         rows = _read_rows(lake, options, deltalake, console.log)
+        rows.extend(_load_rows(lake, tmp, "bench.lineitem", deltalake, options.repeat, console.log))
         rows.append(_vacuum_row(lake, tmp, options, deltalake, console.log))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -211,6 +252,8 @@ def run_lifecycle_bench(options: LifecycleOptions) -> BenchReport:
             "txlake_q6": "lake.read_arrow(where=Q6, columns) + pyarrow.compute sum",
             "baseline_q6": "deltalake.QueryBuilder (DataFusion) SQL Q6 over DeltaTable(location)",
             "vacuum": "lake.vacuum(timedelta(0), force=True) vs DeltaTable.vacuum(0, enforce=False) on a copy",
+            "cold_load": "txlake.connect(uri).snapshot().delta_snapshot(name) vs DeltaTable(location).version(); "
+            "log clean-up by vacuum after every object was aged 40 days (os.utime)",
         },
     )
 
