@@ -84,3 +84,46 @@ def test_append_with_schema_mode_merge_adds_the_new_columns(tmp_path: Path) -> N
     assert rows == [{"id": 1, "Tier": None}, {"id": 2, "Tier": "vip"}, {"id": 3, "Tier": None}]
     with pytest.raises(txlake.InvalidArgumentError), lake.transaction() as tx:
         tx.append("s.t", wider, schema_mode="evolve")  # type: ignore[arg-type]
+
+
+def test_widening_a_column_rewrites_the_table_for_every_reader(any_store_uri: StoreLocation) -> None:
+    lake = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    lake.create_table(
+        "s.w", "id int, qty smallint, price float, amount decimal(5,2), region string", partition_by=["region"]
+    )
+    with lake.transaction() as tx:
+        tx.append(
+            "s.w",
+            pa.table(
+                {"id": [1, 2], "qty": [3, 4], "price": [1.5, 2.5], "amount": [None, None], "region": ["eu", "us"]}
+            ).cast(lake.snapshot().schema("s.w")),
+        )
+    before = lake.version()
+    with lake.transaction() as tx:
+        tx.alter_table("s.w", widen={"id": "bigint", "qty": pa.int32(), "price": "double", "amount": "decimal(10,3)"})
+        tx.append(
+            "s.w",
+            pa.table({"id": [2**40], "qty": [70000], "price": [1e300], "amount": [None], "region": ["eu"]}).cast(
+                tx.schema("s.w")
+            ),
+        )
+    schema = lake.snapshot().schema("s.w")
+    assert [str(schema.field(c).type) for c in ("id", "qty", "price", "amount")] == [
+        "int64",
+        "int32",
+        "double",
+        "decimal128(10, 3)",
+    ]
+    assert sorted(lake.read_arrow("s.w")["id"].to_pylist()) == [1, 2, 2**40]
+    assert lake.snapshot(before).schema("s.w").field("id").type == pa.int32()  # time travel: the old schema
+    assert sorted(lake.snapshot(before).read_arrow("s.w")["id"].to_pylist()) == [1, 2]
+    if not any_store_uri.uri.startswith("memory://"):
+        table = deltalake.DeltaTable(lake.table_location("s.w"), storage_options=any_store_uri.storage_options or None)
+        rows = deltalake.QueryBuilder().register("t", table).execute("SELECT id, qty FROM t ORDER BY id").read_all()
+        assert rows["id"].to_pylist() == [1, 2, 2**40] and rows["qty"].to_pylist() == [3, 4, 70000]
+    with pytest.raises(txlake.InvalidArgumentError, match="only widening"), lake.transaction() as tx:
+        tx.alter_table("s.w", widen={"id": "int"})
+    with pytest.raises(txlake.InvalidArgumentError, match="partition column"), lake.transaction() as tx:
+        tx.alter_table("s.w", widen={"region": "string"})
+    with pytest.raises(txlake.SchemaMismatchError, match="no column 'nope'"), lake.transaction() as tx:
+        tx.alter_table("s.w", widen={"nope": "bigint"})

@@ -276,6 +276,16 @@ class TableWork:
         self.operations.append(operation)
         return touched
 
+    def rewrite_as(self, schema: pa.Schema, transform: RowTransform) -> None:
+        """Rewrite every live file, reading it as ``schema`` (the schema it was written with) through
+        ``transform`` (``alter_table(widen=)``)."""
+        files = self.live_files()
+        self.record_dml(None, files)
+        for add in files:
+            rows = read_file(self.store, self.entry.path, add, schema, self.partition_columns, table=self.entry.name)
+            new_rows, _ = transform(rows, None)
+            self.replace_file(add, new_rows)
+
     def read_one(self, add: Add) -> pa.Table:
         """All rows of one live file."""
         return read_file(self.store, self.entry.path, add, self.schema, self.partition_columns, table=self.entry.name)

@@ -23,7 +23,7 @@ from txlake.arguments import (
     size_argument,
     string_mapping_argument,
 )
-from txlake.ddl import parse_ddl_schema
+from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.features import check_write_support, protocol_for_new_table
 from txlake.delta.files import decode_path, resolve_file
@@ -80,6 +80,7 @@ from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, 
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.publish import PublishResult, load_actions, publish
 from txlake.txn.staging import TableWork
+from txlake.typenames import spark_type_name
 
 if TYPE_CHECKING:
     from txlake.txn.context import LakeContext
@@ -459,6 +460,7 @@ class Transaction:
         *,
         add_columns: pa.Schema | str | None = None,
         set_properties: Mapping[str, str] | None = None,
+        widen: Mapping[str, pa.DataType | str] | None = None,
     ) -> None:
         """Change a table's schema or properties, as part of this transaction.
 
@@ -467,13 +469,23 @@ class Transaction:
         (the Delta configuration and the catalog entry); of the ``delta.*`` ones only those txlake honours
         (:data:`ALTERABLE_DELTA_PROPERTIES`). Plain readers see an ordinary Delta metadata change. A concurrent
         commit that writes the table conflicts with it (:class:`MetadataChangedError`), either way round.
+
+        ``widen``: columns to a wider type (``{"qty": "bigint"}``; a ``pyarrow.DataType`` or a Spark type name):
+        integers to larger integers or to double, float to double, decimals to more digits. Every data file is
+        rewritten with the new type in this transaction (no Delta type-widening feature: every plain reader reads
+        the table), so it costs a rewrite of the table and reads all of it.
         """
         work = self._writable(name)
-        if add_columns is None and not set_properties:
-            raise InvalidArgumentError("alter_table needs add_columns= or set_properties=", argument="add_columns")
+        if add_columns is None and not set_properties and not widen:
+            raise InvalidArgumentError(
+                "alter_table needs add_columns=, set_properties= or widen=", argument="add_columns"
+            )
         meta = work.metadata
         schema = work.schema
         operations = []
+        if widen:
+            schema = _widened(work.entry.name, schema, mapping_argument(widen, "widen", of="types"), work)
+            operations.append("CHANGE COLUMN TYPE")
         if add_columns is not None:
             new = parse_ddl_schema(add_columns) if isinstance(add_columns, str) else add_columns
             if not isinstance(new, pa.Schema):
@@ -523,7 +535,15 @@ class Transaction:
                 feature=sorted(needed)[0],
             )
         check_write_support(protocol, new_meta, table=work.entry.name)
+        old_schema = work.schema
         work.change_metadata(new_meta, " + ".join(operations))
+        if widen and work.snapshot is not None:  # every file again, with the wider types
+            cast_to = work.schema
+
+            def rewrite(rows: pa.Table, _: object) -> tuple[pa.Table, int]:
+                return rows.cast(cast_to), max(rows.num_rows, 1)
+
+            work.rewrite_as(old_schema, rewrite)
 
     def _restore_table(self, then: TableEntry, delta: Snapshot) -> tuple[int, int]:
         """Bring table ``then`` (its catalog entry at an earlier version, where its Delta state was ``delta``)
@@ -1413,6 +1433,53 @@ class Transaction:
             catalog=tuple(self._ops),
             decided=self._ctx.glog.outcomes_to_embed(version),
         )
+
+
+_WIDER_INTEGERS = {pa.int8(): 0, pa.int16(): 1, pa.int32(): 2, pa.int64(): 3}
+
+
+def _widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether every value of type ``old`` is one of ``new`` (the widenings Delta and Spark allow)."""
+    if old in _WIDER_INTEGERS and new in _WIDER_INTEGERS:
+        return _WIDER_INTEGERS[new] > _WIDER_INTEGERS[old]
+    if new == pa.float64():
+        return old == pa.float32() or old in (pa.int8(), pa.int16(), pa.int32())
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
+        more_digits: bool = new.precision - new.scale >= old.precision - old.scale
+        return new.scale >= old.scale and more_digits and new != old
+    return False
+
+
+def _widened(table: str, schema: pa.Schema, widen: Mapping[str, Any], work: TableWork) -> pa.Schema:
+    fields = list(schema)
+    by_name = {f.name.lower(): i for i, f in enumerate(fields)}
+    for column, wanted in widen.items():
+        index = by_name.get(str(column).lower())
+        if index is None:
+            raise SchemaMismatchError(
+                f"{table} has no column {column!r} (columns: {', '.join(schema.names)})", table=table, columns=[column]
+            )
+        if fields[index].name in work.partition_columns:
+            raise InvalidArgumentError(f"{column!r} is a partition column of {table}: it cannot change type")
+        if isinstance(wanted, str):
+            new_type = parse_ddl_type(wanted)
+        elif isinstance(wanted, pa.DataType):
+            new_type = wanted
+        else:
+            raise InvalidArgumentTypeError(
+                f"widen values must be types (a pyarrow.DataType or a Spark type name), got {wanted!r}",
+                argument="widen",
+            )
+        old = fields[index]
+        if not _widens(old.type, new_type):
+            raise InvalidArgumentError(
+                f"cannot change {table}.{old.name} from {spark_type_name(old.type)} to {spark_type_name(new_type)}: "
+                "only widening is supported (integers to larger integers or double, float to double, decimals to "
+                "more digits)",
+                argument="widen",
+            )
+        fields[index] = old.with_type(new_type)
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def _changes(record: GlobalRecord, table_id: str) -> bool:
