@@ -268,3 +268,21 @@ def test_group_commit_is_on_for_object_stores_only(tmp_path: object) -> None:
 
 def test_group_commit_is_on_by_default_on_s3(s3_uri: str, s3_options: dict[str, str]) -> None:
     assert txlake.connect(s3_uri, s3_options).context.group_commit
+
+
+def test_an_intent_older_than_an_hour_is_never_merged(tmp_path: object) -> None:
+    """Vacuum deletes unreferenced files once 26 hours old; an intent posted long ago (its owner gone) is left
+    out, so a claimer can never commit files vacuum may have deleted."""
+    import dataclasses
+    import time
+
+    from txlake.lakehouse.ages import MAX_INTENT_AGE
+    from txlake.storage import ObjectStore
+
+    store = ObjectStore.from_uri(f"memory://{id(tmp_path)}")
+    now = int(time.time() * 1000)
+    stale = now - int(MAX_INTENT_AGE.total_seconds() * 1000) - 1000
+    for txid, when in (("fresh", now), ("stale", stale)):
+        record = dataclasses.replace(_record(txid, _append("t1", txid), version=7), timestamp_ms=when)
+        group.post_intent(store, record)
+    assert [r.txid for r in group.collect(store, 7, exclude="me")] == ["fresh"]
