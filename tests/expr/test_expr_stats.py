@@ -300,3 +300,18 @@ def test_float32_stats_written_as_short_decimals() -> None:
     pred = parse_predicate("g >= 0.10000000149011612").bind(schema)
     assert pred.filter(data).num_rows == 1
     assert pred.may_match(stats)
+
+
+def test_nan_in_functions_and_column_lists_as_in_spark() -> None:
+    schema = pa.schema([pa.field("d", pa.float64()), pa.field("e", pa.float64())])
+    nan = float("nan")
+    data = pa.table({"d": [nan, 1.0, 200.0], "e": [nan, 2.0, 0.0]}, schema=schema)
+    cases = {
+        "d IN (e)": ["nan"],
+        "greatest(d, 0) > 100": ["200.0", "nan"],
+        "nullif(d, e) IS NULL": ["nan"],
+        "least(d, 0) < 1": ["1.0", "200.0", "nan"],
+    }
+    for sql, expected in cases.items():
+        rows = parse_predicate(sql).bind(schema).filter(data)["d"].to_pylist()
+        assert sorted(map(str, rows)) == expected, sql

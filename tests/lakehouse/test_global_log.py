@@ -137,3 +137,22 @@ def test_a_version_beyond_the_latest_is_named_as_such(tmp_path: Path) -> None:
     lake = txlake.connect((tmp_path / "lake").as_uri())
     with pytest.raises(txlake.VersionNotFoundError, match=r"no lakehouse version 99 \(the latest is 0\)"):
         lake.snapshot(99)
+
+
+def test_a_lost_newest_record_and_outcome_never_half_commit_their_transaction(tmp_path: Path) -> None:
+    """Both log entries of the newest version deleted outside txlake: its Delta commits are txlake's, not a plain
+    writer's, so the next writer refuses to adopt them (one table's half of the transaction)."""
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri())
+    lake.create_table("t.a", "id long")
+    lake.create_table("t.b", "id long")
+    with lake.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [1]}))
+        tx.append("t.b", pa.table({"id": [1]}))
+    version = lake.version()
+    for name in (f"{version:020d}.json", f"{version:020d}.outcome.json"):
+        (root / "_txlake" / "log" / name).unlink()
+    fresh = txlake.connect(root.as_uri())
+    with pytest.raises(txlake.CorruptLogError, match="lost entries"), fresh.transaction() as tx:
+        tx.append("t.a", pa.table({"id": [2]}))
+    assert fresh.read_arrow("t.a").num_rows == 0 and fresh.read_arrow("t.b").num_rows == 0

@@ -10,6 +10,7 @@ whether any row meets one of those cases.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -170,7 +171,7 @@ def _in_list(arg: Datum, values: Sequence[Datum], n: int) -> Datum:
         return result
     result = None
     for value in values:
-        eq = pc.equal(arg, value)
+        eq = compare("=", arg, value)
         result = eq if result is None else pc.or_kleene(result, eq)
     return broadcast(result, n)
 
@@ -247,10 +248,14 @@ def _call(node: Call, args: Sequence[Datum], n: int) -> Datum:
             return args[0]
         return pc.round(args[0], ndigits=digits, round_mode="half_towards_infinity")
     if name == "nullif":
-        same = pc.fill_null(pc.equal(args[0], args[1]), False)
+        same = pc.fill_null(compare("=", args[0], args[1]), False)
         return pc.if_else(same, pa.scalar(None, type=args[0].type), args[0])
     if name == "greatest":
-        return pc.max_element_wise(*args, skip_nulls=True)
+        result = pc.max_element_wise(*args, skip_nulls=True)
+        if pa.types.is_floating(result.type):  # Spark: NaN is above every number (Arrow skips it)
+            nan = functools.reduce(pc.or_kleene, [pc.fill_null(_is_nan(a), False) for a in args])
+            result = pc.if_else(nan, pa.scalar(float("nan"), result.type), result)
+        return result
     if name == "least":
         return pc.min_element_wise(*args, skip_nulls=True)
     raise NotImplementedError(name)

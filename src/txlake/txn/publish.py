@@ -236,6 +236,17 @@ def _publish_table(
         if _earlier_txlake(record, existing):
             _finish_abort(glog, log, version, existing)
             return
+        m = marker(existing)
+        if m is not None and isinstance(m.get("globalVersion"), int) and not m.get("compensates"):
+            # a txlake commit for this or a later global version, not ours: only a log that lost entries
+            # (deleted outside txlake) lets a version be claimed twice; never adopt it as a plain writer's
+            raise CorruptLogError(
+                f"Delta commit {version} of {change.path} was written by txlake transaction {m.get('txn')} for "
+                f"global version {m.get('globalVersion')}, not by {record.txid}: the lakehouse log lost entries "
+                "(run `txlake doctor`)",
+                table=change.path,
+                version=version,
+            )
         pending = _pending(store, change, actions, log)
         summary = ChangeSummary.of(existing)
         check(
@@ -265,7 +276,7 @@ def _publish_table(
             return _TableOutcome(change.table_id, max(change.base_version, after) if adopted else None)
         if found is None:
             found = _put_walking(log, max(change.base_version, after) + 1, delta_commit(record, change), ours, foreign)
-    except (ConflictError, InvalidObjectPathError) as exc:
+    except (ConflictError, InvalidObjectPathError, CorruptLogError) as exc:
         return _TableOutcome(change.table_id, error=exc)
     return _TableOutcome(change.table_id, found, (change.table_id, log, found, actions))
 

@@ -24,7 +24,7 @@ from txlake.arguments import (
     string_mapping_argument,
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
-from txlake.delta.actions import Add, Metadata, now_ms
+from txlake.delta.actions import Action, Add, Metadata, now_ms
 from txlake.delta.features import check_write_support, protocol_for_new_table
 from txlake.delta.files import decode_path, resolve_file
 from txlake.delta.log import DeltaLog
@@ -37,6 +37,7 @@ from txlake.errors import (
     CommitStateUnknownError,
     ConcurrentTransactionError,
     ConflictError,
+    CorruptLogError,
     DataFileNotFoundError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -78,7 +79,7 @@ from txlake.storage import ObjectStore
 from txlake.txn import group
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
-from txlake.txn.publish import PublishResult, load_actions, publish
+from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.staging import TableWork
 from txlake.typenames import spark_type_name
 
@@ -1351,6 +1352,8 @@ class Transaction:
     def _check_commits(self, work: TableWork, pending: PendingChange, versions: list[int], mapped: int) -> None:
         for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
             summary = ChangeSummary.of(actions)
+            if v > mapped:
+                self._check_not_orphaned(work, v, actions)
             try:
                 check(
                     pending,
@@ -1364,6 +1367,24 @@ class Transaction:
                 if v > mapped and summary.global_version is None:  # a plain writer's, not adopted yet
                     self._unadopted.add(work.entry.id)
                 raise
+
+    def _check_not_orphaned(self, work: TableWork, version: int, actions: Sequence[Action]) -> None:
+        """A txlake commit beyond the lakehouse's map belongs to a claim in flight; if its global record does
+        not exist, the log lost it (deleted outside txlake): adopting the commit as a plain writer's would commit
+        one table's part of that transaction alone."""
+        tag = marker(actions)
+        g = tag.get("globalVersion") if tag is not None else None
+        if not isinstance(g, int) or tag is None or tag.get("compensates"):
+            return
+        try:
+            self._ctx.glog.read_record(g)
+        except VersionNotFoundError:
+            raise CorruptLogError(
+                f"Delta commit {version} of {work.entry.name} was written by txlake transaction {tag.get('txn')} for "
+                f"global version {g}, whose record is gone: the lakehouse log lost entries (run `txlake doctor`)",
+                table=work.entry.name,
+                version=version,
+            ) from None
 
     def _check_claim(self, work: TableWork, pending: PendingChange, claim: GlobalRecord) -> None:
         """Check a claimed version's change on the table (from its record: it may not be published yet)."""
