@@ -26,6 +26,7 @@ from txlake.delta.log import DeltaLog
 from txlake.delta.state import Snapshot
 from txlake.errors import (
     ConflictError,
+    DataFileNotFoundError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     ObjectAlreadyExistsError,
@@ -102,7 +103,19 @@ class LakehouseSnapshot:
             files = [
                 a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
             ]
-        data = read_files(self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name)
+        try:
+            data = read_files(
+                self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name
+            )
+        except DataFileNotFoundError as exc:
+            horizon = highest_horizon(self._ctx.store)
+            if self.version < horizon:  # not damage: vacuum deleted what this old version needed
+                raise VersionNotFoundError(
+                    f"lakehouse version {self.version} is older than the vacuum horizon (version {horizon}): "
+                    f"its files were vacuumed ({exc})",
+                    version=self.version,
+                ) from exc
+            raise
         if predicate is not None:
             data = predicate.filter(data)
         return data.select(list(columns)) if columns is not None else data

@@ -135,7 +135,8 @@ def test_vacuum_from_the_command_line(bank: txlake.Lakehouse, txlake_cli: Txlake
     assert run.code == ExitCode.OK, run.err
     assert "would delete 0 file(s)" in run.out
     assert_clean_failure(cli("vacuum", "--retention", "0", "--uri", bank.uri), ExitCode.USAGE)  # needs --force
-    assert_clean_failure(cli("vacuum", "--retention", "soon", "--uri", bank.uri), ExitCode.USAGE)
+    for bad in ("soon", "7", "99999999999d", "-1d"):
+        assert_clean_failure(cli("vacuum", "--retention", bad, "--uri", bank.uri), ExitCode.USAGE)
     run = txlake_cli("vacuum", "--retention", "0", "--force", "--uri", bank.uri, "--json")
     doc = run.json()
     assert run.code == ExitCode.OK and doc["dry_run"] is True and doc["files_deleted"] == 3  # type: ignore[index]

@@ -131,6 +131,8 @@ def test_a_tag_below_the_vacuum_horizon_is_refused(any_store_uri: StoreLocation)
         lake.restore(old)
     with pytest.raises(txlake.VersionNotFoundError, match="vacuum horizon"):
         lake.clone("t.a", "dev.a", version=old)
+    with pytest.raises(txlake.VersionNotFoundError, match="files were vacuumed"):
+        lake.snapshot(old).read_arrow("t.a")  # not "deleted outside txlake": vacuum did it
     lake.tag("now")  # the latest version is fine
     assert lake.vacuum(ZERO, force=True, dry_run=True).files_deleted == 0
 

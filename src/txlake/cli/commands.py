@@ -257,14 +257,18 @@ def duration_argument(text: str) -> dt.timedelta:
     """A retention such as ``7d``, ``168h``, ``30m``, ``90s``, ``1w`` or ``0`` (argparse ``type``)."""
     value = text.strip().lower()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    number, unit = (value[:-1], value[-1]) if value and value[-1] in units else (value, "s")
+    number, unit = (value[:-1], value[-1]) if value and value[-1] in units else (value, "")
+    problem = f"expected a duration with a unit such as 7d, 168h, 30m (or 0), got {text!r}"
     try:
         amount = float(number)
     except ValueError:
-        amount = -1.0
-    if not number or amount < 0 or amount != amount or amount == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a duration such as 7d, 168h, 30m or 0, got {text!r}")
-    return dt.timedelta(seconds=amount * units[unit])
+        raise argparse.ArgumentTypeError(problem) from None
+    if amount < 0 or amount != amount or (not unit and amount != 0):
+        raise argparse.ArgumentTypeError(problem)
+    try:
+        return dt.timedelta(seconds=amount * units.get(unit, 1))
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{text!r} is too long a duration") from None
 
 
 def _duration_text(delta: dt.timedelta) -> str:

@@ -280,8 +280,8 @@ def run_demo(
     foreign = foreign_tables(lake)
     if foreign:
         raise UsageError(
-            f"the lakehouse at {lake.uri} has tables the demo did not make ({', '.join(foreign)}): the demo "
-            "writes only into a new lakehouse or one an earlier demo made",
+            f"the lakehouse at {lake.uri} has tables the demo did not make ({', '.join(foreign)}; or an older "
+            "txlake made them, without the demo's mark): the demo writes only into a new lakehouse or one it made",
             hint="choose a new location, e.g. `txlake demo --path ./txlake-demo-2`",
         )
     if set(BANKS) - set(lake.tables()):

@@ -312,7 +312,7 @@ class _Vacuum:
                     raise InvalidArgumentError(
                         f"a log retention of {_human(self.log_retention)} is below {entry.name}'s "
                         f"delta.logRetentionDuration ({_human(needed_log)}): time travel to older versions would "
-                        "end there; pass force=True (--force) to clean up anyway",
+                        "end there; force it (force=True, txlake vacuum --force)",
                         argument="log_retention",
                     )
                 value = entry.properties.get("delta.deletedFileRetentionDuration")
@@ -322,7 +322,7 @@ class _Vacuum:
                     raise InvalidArgumentError(
                         f"a retention of {_human(self.retention)} is below {entry.name}'s "
                         f"delta.deletedFileRetentionDuration ({_human(needed)}): readers of older versions and "
-                        "long transactions may lose files; pass force=True (--force) to vacuum anyway",
+                        "long transactions may lose files; force it (force=True, txlake vacuum --force)",
                         argument="retention",
                     )
 
@@ -623,10 +623,11 @@ def _ms(meta: ObjectMeta) -> int:
 
 def _human(delta: timedelta) -> str:
     seconds = delta.total_seconds()
-    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
-        if seconds >= size:
-            return f"{seconds / size:g} {unit}"
-    return f"{seconds:g} seconds"
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds >= size or unit == "second":
+            amount = round(seconds / size, 2)
+            return f"{amount:g} {unit}" + ("" if amount == 1 else "s")
+    raise AssertionError("unreachable")
 
 
 def vacuum(
