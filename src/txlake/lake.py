@@ -104,9 +104,7 @@ class LakehouseSnapshot:
                 a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
             ]
         try:
-            data = read_files(
-                self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name
-            )
+            data = read_files(self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name)
         except DataFileNotFoundError as exc:
             horizon = highest_horizon(self._ctx.store)
             if self.version < horizon:  # not damage: vacuum deleted what this old version needed
