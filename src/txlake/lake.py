@@ -326,10 +326,10 @@ class Lakehouse:
         new transaction: history is kept, and the earlier versions stay readable.
 
         Each table gets that version's name and data files back (re-added as they were; a file deleted since is
-        :class:`DataFileNotFoundError` and nothing changes). Restoring the whole lakehouse also drops the tables
-        created since. A table dropped since, or whose schema changed since, is refused
-        (:class:`InvalidArgumentError`; clone it from that version instead). Concurrent writes to a restored
-        table conflict with the restore (it reads every file).
+        :class:`DataFileNotFoundError` and nothing changes), and its schema and properties of then if altered
+        since. Restoring the whole lakehouse also drops the tables created since; tables dropped since come back
+        (a dropped table whose name is taken now is :class:`InvalidArgumentError`). Concurrent writes to a
+        restored table conflict with the restore (it reads every file).
         """
         if version is None and timestamp is None and tag is None:
             raise InvalidArgumentError("give the version to restore: version=, timestamp= or tag=", argument="version")

@@ -76,3 +76,26 @@ def test_restore_brings_dropped_tables_back(tmp_path: Path) -> None:
         lake.restore(tag="good", tables=["b.gone"])
     lake.restore(tag="good")  # the whole lakehouse: the newer b.gone is dropped, the old one comes back
     assert _rows(lake, "b.gone") == [2, 3]
+
+
+def test_restore_of_a_namespace_after_drop_rename_and_alter(tmp_path: Path) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    for name in ("n.a", "n.b", "n.c"):
+        lake.create_table(name, "id int")
+        with lake.transaction() as tx:
+            tx.append(name, pa.table({"id": pa.array([1, 2], pa.int32())}))
+    lake.tag("before")
+    lake.drop_table("n.a")
+    lake.rename_table("n.b", "n.b2")
+    with lake.transaction() as tx:
+        tx.alter_table("n.c", add_columns="note string", widen={"id": "bigint"}, set_properties={"owner": "x"})
+        tx.append("n.c", pa.table({"id": [3], "note": ["new"]}))
+    lake.restore(tag="before", tables=["n.a", "n.b", "n.c"])
+    assert lake.tables("n") == ["n.a", "n.b", "n.c"]
+    for name in ("n.a", "n.b", "n.c"):
+        assert lake.snapshot().schema(name) == pa.schema([("id", pa.int32())]), name
+        assert _rows(lake, name) == [1, 2], name
+        assert _deltars_rows(lake.table_location(name)) == [1, 2], name
+    with lake.transaction() as tx:  # and they take writes as before
+        tx.append("n.c", pa.table({"id": pa.array([3], pa.int32())}))
+    assert _rows(lake, "n.c") == [1, 2, 3]

@@ -542,7 +542,11 @@ class Transaction:
             cast_to = work.schema
 
             def rewrite(rows: pa.Table, _: object) -> tuple[pa.Table, int]:
-                return rows.cast(cast_to), max(rows.num_rows, 1)
+                columns = [
+                    rows[f.name].cast(f.type) if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type)
+                    for f in cast_to
+                ]  # columns added in the same alter come as nulls
+                return pa.Table.from_arrays(columns, schema=cast_to), max(rows.num_rows, 1)
 
             work.rewrite_as(old_schema, rewrite)
 
@@ -556,15 +560,17 @@ class Transaction:
         if now.name.lower() != then.name.lower():
             self.rename_table(now.name, then.name)
         work = self._writable(then.name)
-        if (work.metadata.schema_string, work.partition_columns) != (
+        current = work.metadata
+        if (current.schema_string, current.partition_columns, dict(current.configuration)) != (
             delta.metadata.schema_string,
             delta.metadata.partition_columns,
-        ):
-            raise InvalidArgumentError(
-                f"the schema or partitioning of {then.name!r} changed since: restoring across a schema change is "
-                "not supported yet",
-                argument="tables",
-            )
+            dict(delta.metadata.configuration),
+        ):  # altered since: its metadata of then comes back with its files (a metadata change, like an alter)
+            check_write_support(work.snapshot.protocol if work.snapshot else delta.protocol, delta.metadata)
+            work.change_metadata(dataclasses.replace(delta.metadata, id=current.id), "RESTORE METADATA")
+            changed = {k: v for k, v in then.properties.items() if work.entry.properties.get(k) != v}
+            if changed:
+                self._catalog(SetProperties(then.name, table_id=then.id, properties=changed))
         live = {a.path for a in work.live_files()}
         missing = [
             add.path
