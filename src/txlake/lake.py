@@ -662,7 +662,12 @@ def connect(
         group_commit=group_commit,
     )
     initialized = store.exists(GlobalLog.record_path(0)) and store.exists(GlobalLog.outcome_path(0))
-    if not initialized and lake.context.glog.list().start == 0:  # (a log vacuum cleaned up starts later)
+    if not initialized:
+        listing = lake.context.glog.list()
+        # a log vacuum cleaned up starts later; one with later versions but no version 0 lost it (a corrupt
+        # log for the doctor, never a new lakehouse written over it)
+        initialized = listing.start > 0 or bool(listing.records - {0})
+    if not initialized:
         if not create:
             raise VersionNotFoundError(f"no txlake lakehouse at {store.uri}", version=0)
         lake._initialize()

@@ -156,3 +156,13 @@ def test_a_lost_newest_record_and_outcome_never_half_commit_their_transaction(tm
     with pytest.raises(txlake.CorruptLogError, match="lost entries"), fresh.transaction() as tx:
         tx.append("t.a", pa.table({"id": [2]}))
     assert fresh.read_arrow("t.a").num_rows == 0 and fresh.read_arrow("t.b").num_rows == 0
+
+
+def test_a_lost_version_0_is_a_corrupt_log_never_a_new_lakehouse(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri())
+    lake.create_table("a.b", "id long")
+    (root / "_txlake" / "log" / f"{0:020d}.json").unlink()
+    with pytest.raises(txlake.CorruptLogError, match="lost version 0"):
+        txlake.connect(root.as_uri()).tables()
+    assert not (root / "_txlake" / "log" / f"{0:020d}.json").exists()  # nothing written over it

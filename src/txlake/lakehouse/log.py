@@ -291,6 +291,10 @@ class GlobalLog:
             if listing.start > 0:  # no hint, and the log was cleaned up: start from the newest checkpoint
                 base = self.read_checkpoint(max(listing.checkpoints))
             elif 0 not in listing.records and self._try_record(0) is None:
+                if listing.records:
+                    raise CorruptLogError(
+                        "the lakehouse log lost version 0 (deleted outside txlake?); run `txlake doctor`", version=0
+                    )
                 raise VersionNotFoundError("the lakehouse log has no version 0 (not initialized)", version=0)
             else:
                 base = LakehouseState(version=-1)
