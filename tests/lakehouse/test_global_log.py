@@ -68,10 +68,10 @@ def test_apply_is_pure_and_ignores_aborted() -> None:
     s1 = apply(s0, create, Outcome(1, "t1", "committed", {"id1": 0}, 5))
     assert s0.tables == {} and s0.version == 0
     assert s1.table_names() == ["ns.t"] and s1.table_versions == {"id1": 0}
-    s2 = apply(s1, _record(2, catalog=(DropTable("ns.t", table_id="id1"),)), Outcome(2, "t", "aborted"))
+    s2 = apply(s1, _record(2, catalog=(DropTable("ns.t", table_id="id1"),)), Outcome(2, "t1", "aborted"))
     assert s2.version == 2 and s2.table_names() == ["ns.t"]
     with pytest.raises(CorruptLogError):
-        apply(s1, _record(5), Outcome(5, "t", "committed"))
+        apply(s1, _record(5), Outcome(5, "t1", "committed"))
 
 
 def test_checkpoints_are_written_and_used(tmp_path: object) -> None:
@@ -111,7 +111,7 @@ def test_outcome_is_put_once(tmp_path: object) -> None:
     glog = lake.context.glog
     first = glog.decide(Outcome(0, "init", "committed"))  # version 0 is decided at connect
     assert first.committed
-    again = GlobalLog(lake.store).decide(Outcome(0, "other", "aborted"))
+    again = GlobalLog(lake.store).decide(Outcome(0, "init", "aborted"))
     assert again.committed and again.txid == "init"  # the first outcome is the outcome
     with pytest.raises(VersionNotFoundError):
         lake.snapshot(42)
