@@ -305,7 +305,7 @@ class Lakehouse:
     def _check_not_vacuumed(self, version: int) -> None:
         """:class:`VersionNotFoundError` if a vacuum ran with a horizon above ``version``: its files may be gone."""
         horizon = highest_horizon(self.store)
-        if version < horizon:
+        if version < horizon and version not in {t.version for t in self._tags.list()}:  # tags are kept
             raise VersionNotFoundError(
                 f"lakehouse version {version} is older than the vacuum horizon (version {horizon}): "
                 "its files may have been deleted",

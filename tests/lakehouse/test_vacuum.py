@@ -368,3 +368,96 @@ def test_a_tag_keeps_the_log_it_needs(tmp_path: Path) -> None:
     report = lake.vacuum(ZERO, force=True)
     assert report.log_start <= lake.tags()[0].version
     assert _rows(lake.snapshot(tag="first"), "t.a") == []
+
+
+# ------------------------------------------------------------------------------- review findings (vacuum)
+
+
+def test_names_that_would_land_in_reserved_directories_are_refused(tmp_path: Path) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    for name in ("_txlake.txns", "a._delta_log", "_x.t"):
+        with pytest.raises(txlake.InvalidArgumentError, match="may not start with '_'"):
+            lake.create_table(name, "id long")
+    with pytest.raises(txlake.InvalidArgumentError, match="may not start with '_'"):
+        lake.create_namespace("_txlake")
+    assert lake.tables() == []
+
+
+def test_a_dropped_tables_files_a_clone_still_uses_stay_even_in_underscore_directories(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri())
+    lake.create_table("ns.src", "id long, _day string", partition_by=["_day"])
+    with lake.transaction() as tx:
+        tx.append("ns.src", pa.table({"id": [1, 2], "_day": ["d1", "d2"]}))
+    lake.clone("ns.src", "ns.copy")
+    lake.drop_table("ns.src")
+    _age_tree(root / "ns" / "src", timedelta(days=3))
+    report = lake.vacuum(ZERO, force=True)
+    assert report.tables_removed == ("ns/src",)  # its log goes; the files the clone names stay
+    assert _rows(lake, "ns.copy") == [1, 2]
+    assert _deltars_rows(lake, "ns.copy", {}) == [1, 2]
+
+
+def test_a_clone_made_through_another_spelling_of_the_root_keeps_its_files(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    txlake.connect(real.as_uri()).create_table("ns.src", "id long")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    via_link = txlake.connect(f"file://{link}//")  # a symbolic link and a doubled slash
+    with via_link.transaction() as tx:
+        tx.append("ns.src", pa.table({"id": [1, 2]}))
+    via_link.clone("ns.src", "ns.copy")
+    lake = txlake.connect(real.as_uri())
+    with lake.transaction() as tx:
+        tx.overwrite("ns.src", pa.table({"id": [9]}))
+    time.sleep(0.05)
+    lake.vacuum(ZERO, force=True)
+    assert _rows(lake, "ns.copy") == [1, 2] and _rows(lake, "ns.src") == [9]
+
+
+def test_delta_tables_txlake_never_wrote_are_never_removed_whole(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri())
+    deltalake.write_deltalake(str(root / "raw" / "reg"), pa.table({"id": pa.array([1], pa.int64())}))
+    deltalake.write_deltalake(str(root / "raw" / "never"), pa.table({"id": pa.array([2], pa.int64())}))
+    lake.register_table("raw.reg", "raw/reg")
+    lake.drop_table("raw.reg")
+    _age_tree(root / "raw", timedelta(days=30))
+    report = lake.vacuum(ZERO, force=True)
+    assert report.tables_removed == () and report.files_deleted == 0
+    assert (root / "raw" / "reg" / "_delta_log").is_dir() and (root / "raw" / "never" / "_delta_log").is_dir()
+
+
+def test_restore_and_clone_of_a_tagged_version_below_the_horizon_work(tmp_path: Path) -> None:
+    lake = _overwrites(StoreLocation((tmp_path / "lake").as_uri(), {}), 2)
+    tagged = lake.tag("keep").version
+    with lake.transaction() as tx:
+        tx.overwrite("t.a", pa.table({"id": [7]}))
+    time.sleep(0.05)
+    assert lake.vacuum(ZERO, force=True).horizon > tagged
+    lake.restore(tag="keep")
+    assert _rows(lake, "t.a") == [1]
+    lake.clone("t.a", "dev.a", version=tagged)
+    assert _rows(lake, "dev.a") == [1]
+
+
+def test_retention_properties_are_read_as_spark_writes_them(tmp_path: Path) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("t.a", "id long")
+    for value, refused in (("interval 4 weeks 2 days", True), ("30 days", True), ("interval 1 day", False)):
+        with lake.transaction() as tx:
+            tx.alter_table("t.a", set_properties={"delta.deletedFileRetentionDuration": value})
+        if refused:
+            with pytest.raises(txlake.InvalidArgumentError, match="deletedFileRetentionDuration"):
+                lake.vacuum()
+        else:
+            lake.vacuum()
+
+
+def test_a_transaction_whose_machine_slept_past_a_day_cannot_commit(tmp_path: Path) -> None:
+    lake = _overwrites(StoreLocation((tmp_path / "lake").as_uri(), {}), 1)
+    tx = lake.transaction()
+    tx.append("t.a", pa.table({"id": [42]}))
+    tx._started_wall -= timedelta(hours=25).total_seconds()  # the wall clock moved on; the monotonic one did not
+    with pytest.raises(txlake.TransactionExpiredError):
+        tx.commit()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import posixpath
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -366,11 +367,16 @@ def resolve_file(store: ObjectStore, table_path: str, add_path: str) -> tuple[Ob
     if "://" in add_path:
         full = decode_path(add_path)  # the whole URI is encoded, directories included (PROTOCOL.md)
         if full.startswith(store.uri + "/"):
-            return store, full[len(store.uri) + 1 :]
+            return store, posixpath.normpath(full[len(store.uri) + 1 :])
         root, _, key = full.rpartition("/")
         return ObjectStore.from_uri(root, store.storage_options), key
+    if add_path.startswith("/"):  # an absolute local path without a scheme (some writers log them so)
+        return resolve_file(store, table_path, "file://" + add_path)
     rel = decode_path(add_path)
-    return store, (f"{table_path}/{rel}" if table_path else rel)
+    key = posixpath.normpath(f"{table_path}/{rel}" if table_path else rel)  # "./" and "../" segments
+    if key.startswith("../") or key == "..":
+        raise CorruptLogError(f"data file {add_path} lies outside the lakehouse root", path=add_path)
+    return store, key
 
 
 def read_file(

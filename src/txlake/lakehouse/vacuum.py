@@ -22,11 +22,13 @@ or is refused.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -52,13 +54,16 @@ DEFAULT_RETENTION = timedelta(days=7)
 """Delta's default ``delta.deletedFileRetentionDuration``."""
 DEFAULT_LOG_RETENTION = timedelta(days=30)
 """Delta's default ``delta.logRetentionDuration``; also the global log's."""
+MAX_WINDOW_RECORDS = 50_000
+"""Most records vacuum reads to prove a table directory was dropped before the horizon."""
+_JOINS = ("create_table", "register_table")
 GUARD_SLACK_MS = 60_000
 """Commits this much older than the guard are read too (a commit is written after its files)."""
 INTENT_GRACE_MS = 60_000
 """Group intents of claimed versions are deleted once this old (a claimer may be reading them)."""
 
 _TXID_FILE = re.compile(r"^part-([0-9a-f]{32})-")
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(\w+?)s?\s*$", re.IGNORECASE)
+_INTERVAL_PART = re.compile(r"(\d+)\s*([a-z]+?)s?\b")
 _UNITS = {
     "nanosecond": 1e-9,
     "microsecond": 1e-6,
@@ -138,11 +143,19 @@ class VacuumReport:
 
 
 def parse_interval(value: str) -> timedelta | None:
-    """A Delta ``interval <n> <unit>`` property value; ``None`` if it is not one."""
-    m = _INTERVAL.match(value)
-    if m is None or m.group(2).lower() not in _UNITS:
+    """A Delta interval property value as Spark reads it (``interval 7 days``, ``30 days``,
+    ``interval 4 weeks 2 days``); ``None`` if it is not one."""
+    text = value.strip().lower()
+    text = text[len("interval") :].strip() if text.startswith("interval") else text
+    parts = _INTERVAL_PART.findall(text)
+    if not parts or _INTERVAL_PART.sub("", text).strip():
         return None
-    return timedelta(seconds=int(m.group(1)) * _UNITS[m.group(2).lower()])
+    seconds = 0.0
+    for amount, unit in parts:
+        if unit not in _UNITS:
+            return None
+        seconds += int(amount) * _UNITS[unit]
+    return timedelta(seconds=seconds)
 
 
 def highest_horizon(store: ObjectStore) -> int:
@@ -165,22 +178,49 @@ def _in_root(key: str) -> str | None:
     return norm
 
 
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
 def _file_key(store: ObjectStore, table_path: str, add_path: str) -> str | None:
-    """The root-relative key of a file a log names; ``None`` if it lies outside this lakehouse."""
-    if "://" in add_path:
-        full = decode_path(add_path)
+    """The root-relative key of a file a log names; ``None`` if it lies outside this lakehouse.
+
+    Absolute paths are matched in every spelling readers accept: any case of the scheme, ``file:/p``,
+    ``file:///p``, ``file://localhost/p``, a bare ``/p``, symbolic links and ``//`` in local paths (resolved),
+    ``s3a://`` and ``s3n://`` for ``s3://``.
+    """
+    full = decode_path(add_path)
+    scheme, sep, rest = full.partition(":")
+    local = store.local_path()
+    if (sep and scheme.lower() == "file") or (not sep and full.startswith("/")):
+        if local is None:
+            return None
+        path = rest if sep else full
+        if path.startswith("//"):
+            host, _, tail = path[2:].partition("/")
+            if host not in ("", "localhost"):
+                return None
+            path = "/" + tail
+        return _local_key(local, path)
+    if sep and scheme.lower() in _S3_SCHEMES and rest.startswith("//") and store.scheme == "s3":
+        root = store.uri.split("://", 1)[1].rstrip("/")
+        target = rest[2:]
+        return _in_root(target[len(root) + 1 :]) if target.startswith(root + "/") else None
+    if sep and rest.startswith("//"):
         for root in {store.uri, store.public_url(), store.url()}:
             root = root.rstrip("/")
             if full.startswith(root + "/"):
                 return _in_root(full[len(root) + 1 :])
-        local = store.local_path()
-        if local is not None and full.startswith("file:"):
-            path = "/" + full[len("file:") :].lstrip("/")
-            if path.startswith(local.rstrip("/") + "/"):
-                return _in_root(path[len(local.rstrip("/")) + 1 :])
         return None
-    rel = decode_path(add_path)
-    return _in_root(f"{table_path}/{rel}" if table_path else rel)
+    return _in_root(f"{table_path}/{full}" if table_path else full)
+
+
+def _local_key(root: str, path: str) -> str | None:
+    """``path`` relative to the local ``root``, after resolving symbolic links and redundant separators."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(path)
+    if real.startswith(real_root.rstrip("/") + "/"):
+        return _in_root(real[len(real_root.rstrip("/")) + 1 :])
+    return None
 
 
 def _hidden(relative: str) -> bool:
@@ -261,11 +301,13 @@ class _Vacuum:
         for tid, entry in entries.items():
             self._scan_retained(entry, start.get(tid), pinned.get(tid, set()), latest.table_versions.get(tid, -1))
         dropped: list[str] = []
+        window = self._ids_in_window(horizon, latest.version)  # None: too many versions to read
+        retained_ids = set(entries) | (window or set())
         for location, metas in by_location.items():
             if location in retained_paths or not location:
                 continue
             has_log = any(m.path.startswith(f"{location}/_delta_log/") for m in metas)
-            if has_log and self._scan_unknown(location, metas):
+            if has_log and self._scan_unknown(location, metas, retained_ids if window is not None else None):
                 dropped.append(location)
 
         deletions = self._choose(objects, by_location, retained_paths, set(dropped), view.latest)
@@ -306,8 +348,9 @@ class _Vacuum:
             return
         for state in states:
             for entry in state.tables.values():
-                logs = entry.properties.get("delta.logRetentionDuration")
-                needed_log = (parse_interval(logs) if logs else None) or DEFAULT_LOG_RETENTION
+                config = self._configuration(entry, state)
+                logs = config.get("delta.logRetentionDuration")
+                needed_log = ((parse_interval(logs) or timedelta.max) if logs else None) or DEFAULT_LOG_RETENTION
                 if self.log_retention is not None and self.log_retention < needed_log:
                     raise InvalidArgumentError(
                         f"a log retention of {_human(self.log_retention)} is below {entry.name}'s "
@@ -315,9 +358,14 @@ class _Vacuum:
                         "end there; force it (force=True, txlake vacuum --force)",
                         argument="log_retention",
                     )
-                value = entry.properties.get("delta.deletedFileRetentionDuration")
-                needed = parse_interval(value) if value else None
-                needed = needed if needed is not None else DEFAULT_RETENTION
+                value = config.get("delta.deletedFileRetentionDuration")
+                needed = parse_interval(value) if value else DEFAULT_RETENTION
+                if needed is None:
+                    raise InvalidArgumentError(
+                        f"{entry.name}'s delta.deletedFileRetentionDuration {value!r} is not an interval txlake can "
+                        "read: force it (force=True, txlake vacuum --force) to vacuum with the retention given",
+                        argument="retention",
+                    )
                 if self.retention < needed:
                     raise InvalidArgumentError(
                         f"a retention of {_human(self.retention)} is below {entry.name}'s "
@@ -325,6 +373,18 @@ class _Vacuum:
                         "long transactions may lose files; force it (force=True, txlake vacuum --force)",
                         argument="retention",
                     )
+
+    def _configuration(self, entry: TableEntry, state: LakehouseState) -> Mapping[str, str]:
+        """The table's Delta configuration at ``state`` (where its retention properties live), over its catalog
+        properties."""
+        version = state.table_versions.get(entry.id)
+        if version is None:
+            return entry.properties
+        try:
+            delta = self.ctx.snapshots.get(entry, version).metadata.configuration
+        except TxlakeError:
+            return entry.properties
+        return {**entry.properties, **{k: v for k, v in delta.items() if v is not None}}
 
     # ------------------------------------------------------------------------------------------ scan
 
@@ -359,7 +419,15 @@ class _Vacuum:
             return  # not published yet: a claim in flight holds its files
         first = min(first if first is not None else 0, latest)
         for version in sorted({first, *(v for v in pinned if v <= latest)}):
-            for add in load_snapshot(log, version).files.values():
+            try:
+                snap = load_snapshot(log, version)
+            except VersionNotFoundError:
+                complete = [v for v, c in listing.checkpoints.items() if c.complete]
+                if version != first or not complete:
+                    continue  # a tagged version whose log was cleaned up: unreadable already
+                first = min(complete)  # the log starts later (cleaned up by its writer): keep from there
+                snap = load_snapshot(log, first)
+            for add in snap.files.values():
                 self._keep(path, add.path)
         recent = [v for v, m in listing.commits.items() if _ms(m) >= self.guard_ms - GUARD_SLACK_MS]
         after = [v for v in listing.commits if v > first]
@@ -376,14 +444,31 @@ class _Vacuum:
                         if version > first:
                             self.keep.add(key)
 
-    def _scan_unknown(self, location: str, metas: list[ObjectMeta]) -> bool:
-        """A table directory no retained version names. Recent: keep all its log references (it may have been
-        created and dropped since the horizon). Old: a table dropped before the horizon (``True``). A log
-        that cannot be read leaves the directory alone."""
+    def _ids_in_window(self, horizon: int, latest: int) -> set[str] | None:
+        """Ids of the tables created or registered at versions after the horizon (read from their records):
+        with the state at the horizon, every table some retained version holds. ``None`` if the window holds
+        more than :data:`MAX_WINDOW_RECORDS` versions (then no table directory is removed whole)."""
+        versions = list(range(horizon + 1, latest + 1))
+        if len(versions) > MAX_WINDOW_RECORDS:
+            return None
+        ids: set[str] = set()
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            for record in pool.map(self.ctx.glog.read_record, versions):
+                ids.update(op.table_id for op in record.catalog if op.table_id and op.op in _JOINS)
+        return ids
+
+    def _scan_unknown(self, location: str, metas: list[ObjectMeta], retained_ids: set[str] | None) -> bool:
+        """A table directory no retained state names. Recent: keep all its log references (it may have been
+        created and dropped since the horizon). Old: removed whole (``True``) only if it provably was a
+        lakehouse table (txlake wrote to it) that no retained version holds (its Delta id is not one of
+        ``retained_ids``); a never-registered Delta table is never removed. A log that cannot be read leaves
+        the directory alone."""
         log = DeltaLog(self.store, location)
         recent = any(_ms(m) >= self.cutoff_ms - CLOCK_SKEW.total_seconds() * 1000 for m in metas)
         try:
             listing = log.list()
+            if not recent and not self._dropped_lakehouse_table(log, listing, retained_ids):
+                recent = True  # not provably dropped before the horizon: keep what its log references
             if recent:
                 versions = list(listing.commits)
                 best = listing.best_checkpoint(max(listing.checkpoints)) if listing.checkpoints else None
@@ -404,6 +489,17 @@ class _Vacuum:
             self.unsure.add(location)
             return False
         return not recent
+
+    def _dropped_lakehouse_table(self, log: DeltaLog, listing: Any, retained_ids: set[str] | None) -> bool:
+        if retained_ids is None or not listing.commits:
+            return False
+        snap = load_snapshot(log)
+        if snap.metadata.id in retained_ids:
+            return False
+        latest = max(listing.commits)
+        return any(
+            isinstance(a, CommitInfo) and a.txlake is not None for a in log.read_commit(latest)
+        )  # txlake wrote to it: it was a lakehouse table, dropped before the horizon
 
     def _keep(self, table_path: str, add_path: str) -> None:
         key = _file_key(self.store, table_path, add_path)
@@ -429,7 +525,7 @@ class _Vacuum:
                 relative = meta.path[len(location) + 1 :]
                 data = relative.endswith(".parquet") and not _hidden(relative)
                 if not data:
-                    if whole and self._deletable_log(meta):
+                    if whole and self._deletable_log(meta) and meta.path not in self.keep:
                         out.append(VacuumFile(meta.path, meta.size, "dropped table"))
                     continue
                 reason = self._data_reason(meta, "dropped table" if whole else "not referenced since the horizon")

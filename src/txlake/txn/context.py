@@ -178,7 +178,7 @@ class LakeContext:
 
     def table_path(self, namespace: str, short: str, table_id: str, *, taken: list[str]) -> str:
         """``<namespace>/<table>`` unless that location is used (a dropped table's files), then suffixed."""
-        path = "/".join(namespace.split(".")) + "/" + short
+        path = namespace + "/" + short  # one directory per namespace, dots kept: never inside another table
         if path in taken or DeltaLog(self.store, path).exists():
             path = f"{path}-{table_id[:8]}"
         return path

@@ -74,6 +74,7 @@ from txlake.lakehouse.records import (
     TableEntry,
     apply_catalog,
 )
+from txlake.lakehouse.tags import TagStore
 from txlake.lakehouse.vacuum import highest_horizon
 from txlake.storage import ObjectStore
 from txlake.txn import group
@@ -118,6 +119,18 @@ def split_name(name: str) -> tuple[str, str]:
     return ".".join(parts[:-1]), parts[-1]
 
 
+def _check_new_name(name: str, parts: Sequence[str]) -> None:
+    """A new table or namespace: no part may start with ``_`` (its directory would look like txlake's own
+    ``_txlake/`` or a Delta ``_delta_log/``, which readers and vacuum treat as not data)."""
+    hidden = [p for p in parts if p.startswith("_")]
+    if hidden:
+        raise InvalidArgumentError(
+            f"a new table or namespace name may not start with '_' ({hidden[0]!r} in {name!r}): txlake and Delta "
+            "keep such directory names for themselves",
+            argument="name",
+        )
+
+
 def _check_lengths(name: str, parts: Sequence[str]) -> None:
     long = [p for p in parts if len(p) > MAX_NAME_LENGTH]
     if long:
@@ -156,6 +169,7 @@ class Transaction:
         self.txid = uuid.uuid4().hex
         self._start_view: LogView = ctx.glog.view()
         self._started = time.monotonic()
+        self._started_wall = time.time()  # the monotonic clock stops while the machine sleeps; this one does not
         self._start: LakehouseState = self._start_view.decided
         self._view: LakehouseState = self._start
         self._ops: list[CatalogOp] = []
@@ -277,6 +291,7 @@ class Transaction:
             if if_not_exists:
                 return
             raise TableAlreadyExistsError(f"namespace {name!r} already exists", table=name)
+        _check_new_name(name, name.split("."))
         self._catalog(CreateNamespace(name, properties=dict(properties or {})))
 
     def drop_namespace(self, name: str) -> None:
@@ -327,6 +342,7 @@ class Transaction:
             if if_not_exists:
                 return
             raise TableAlreadyExistsError(f"table {name!r} already exists", table=name)
+        _check_new_name(name, name.split("."))
         if not self._view.has_namespace(namespace):
             self._catalog(CreateNamespace(namespace))
         partition_by = list(columns_argument(partition_by, "partition_by") or [])
@@ -1034,6 +1050,8 @@ class Transaction:
         try:
             horizon = highest_horizon(self._ctx.store)
             problem = None if horizon <= self._borrows_from else f"vacuum horizon {horizon} is above it"
+            if problem is not None and self._borrows_from in {t.version for t in TagStore(self._ctx.store).list()}:
+                problem = None  # a tagged version: every vacuum keeps its files (it reads the tags after its horizon)
         except TxlakeError as exc:
             problem = f"the vacuum horizon cannot be read: {exc}"
         if problem is None:
@@ -1055,7 +1073,7 @@ class Transaction:
     def _check_age(self) -> None:
         """Refuse to claim (or offer ourselves to a group) past :data:`MAX_TRANSACTION_AGE`: vacuum deletes the
         files of transactions that old which no version references, so ours may be gone."""
-        age = time.monotonic() - self._started
+        age = max(time.monotonic() - self._started, time.time() - self._started_wall)
         if age > MAX_TRANSACTION_AGE.total_seconds():
             raise TransactionExpiredError(
                 f"transaction {self.txid} began {age / 3600:.1f} hours ago; a transaction may commit only within "
