@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 import txlake
 from txlake.bench.args import positive
-from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
+from txlake.bench.report import BenchReport, BenchRow, run_against_delta_rs
 from txlake.cli.output import console_for
 
 NAME = "lifecycle"
@@ -265,16 +265,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        report = run_lifecycle_bench(
-            LifecycleOptions(appends=args.appends, vacuum_files=args.vacuum_files, repeat=args.repeat)
-        )
-    except ModuleNotFoundError as exc:
-        if exc.name != "deltalake":
-            raise
-        console_for(stderr=True).print("the lifecycle benchmark needs the baseline: pip install deltalake")
-        return 2
-    print_report(report)
-    json_path, png_path = write_report(args.out, report)
-    console_for().print(f"wrote {json_path} and {png_path}")
-    return 0
+    options = LifecycleOptions(appends=args.appends, vacuum_files=args.vacuum_files, repeat=args.repeat)
+    return run_against_delta_rs(NAME, args.out, lambda: run_lifecycle_bench(options))

@@ -12,7 +12,7 @@ import math
 import os
 import platform
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -199,3 +199,19 @@ def print_report(report: BenchReport, console: Console | None = None) -> None:
         ratio = f"[{style}]{row.ratio:.2f}x[/{style}]" if style else f"{row.ratio:.2f}x"
         table.add_row(row.config, f"{row.txlake:.2f}", f"{row.baseline:.2f}", ratio)
     console.print(table)
+
+
+def run_against_delta_rs(name: str, out: str | os.PathLike[str], measure: Callable[[], BenchReport]) -> int:
+    """The CLI end of a workload with delta-rs as its baseline: measure, print, write JSON + PNG; exit 2 with
+    a hint when ``deltalake`` is not installed."""
+    try:
+        report = measure()
+    except ModuleNotFoundError as exc:
+        if exc.name != "deltalake":
+            raise
+        console_for(stderr=True).print(f"the {name} benchmark needs the baseline: pip install deltalake")
+        return 2
+    print_report(report)
+    json_path, png_path = write_report(out, report)
+    console_for().print(f"wrote {json_path} and {png_path}")
+    return 0

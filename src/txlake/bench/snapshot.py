@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 
 from txlake.bench.args import key_value, positive
-from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
+from txlake.bench.report import BenchReport, BenchRow, run_against_delta_rs
 from txlake.cli.output import console_for
 from txlake.delta import Add, DeltaLog, DeltaTable, commit_info, compute_stats, load_snapshot
 from txlake.delta.actions import Action, now_ms
@@ -281,14 +281,4 @@ def options_from_args(args: argparse.Namespace) -> SnapshotBenchOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        report = run_snapshot_bench(options_from_args(args))
-    except ModuleNotFoundError as exc:
-        if exc.name != "deltalake":
-            raise
-        console_for(stderr=True).print("the snapshot benchmark needs the baseline: pip install deltalake")
-        return 2
-    print_report(report)
-    json_path, png_path = write_report(args.out, report)
-    console_for().print(f"wrote {json_path} and {png_path}")
-    return 0
+    return run_against_delta_rs(NAME, args.out, lambda: run_snapshot_bench(options_from_args(args)))

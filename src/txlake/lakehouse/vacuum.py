@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from txlake.delta.actions import Add, CommitInfo, now_ms
 from txlake.delta.files import decode_path
@@ -76,6 +76,7 @@ _UNITS = {
 }
 
 DELETE_BATCH = 1000
+T = TypeVar("T")
 
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called as files are deleted."""
@@ -201,10 +202,8 @@ def _file_key(store: ObjectStore, table_path: str, add_path: str) -> str | None:
                 return None
             path = "/" + tail
         return _local_key(local, path)
-    if sep and scheme.lower() in _S3_SCHEMES and rest.startswith("//") and store.scheme == "s3":
-        root = store.uri.split("://", 1)[1].rstrip("/")
-        target = rest[2:]
-        return _in_root(target[len(root) + 1 :]) if target.startswith(root + "/") else None
+    if sep and scheme.lower() in _S3_SCHEMES:
+        full = "s3:" + rest  # s3a://, S3:// ... name the same object as s3://
     if sep and rest.startswith("//"):
         for root in {store.uri, store.public_url(), store.url()}:
             root = root.rstrip("/")
@@ -225,9 +224,7 @@ def _local_key(root: str, path: str) -> str | None:
 
 def _hidden(relative: str) -> bool:
     """Whether a path below a table is Delta's own (``_delta_log``, ``_change_data``) or hidden (``.``)."""
-    return any(part.startswith(("_", ".")) for part in relative.split("/")[:-1]) or relative.rsplit("/", 1)[
-        -1
-    ].startswith(("_", "."))
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
 
 
 class _Vacuum:
@@ -301,13 +298,12 @@ class _Vacuum:
         for tid, entry in entries.items():
             self._scan_retained(entry, start.get(tid), pinned.get(tid, set()), latest.table_versions.get(tid, -1))
         dropped: list[str] = []
-        window = self._ids_in_window(horizon, latest.version)  # None: too many versions to read
-        retained_ids = set(entries) | (window or set())
+        retained_ids = _Lazy(lambda: self._retained_ids(set(entries), horizon, latest.version))
         for location, metas in by_location.items():
             if location in retained_paths or not location:
                 continue
             has_log = any(m.path.startswith(f"{location}/_delta_log/") for m in metas)
-            if has_log and self._scan_unknown(location, metas, retained_ids if window is not None else None):
+            if has_log and self._scan_unknown(location, metas, retained_ids):
                 dropped.append(location)
 
         deletions = self._choose(objects, by_location, retained_paths, set(dropped), view.latest)
@@ -444,20 +440,21 @@ class _Vacuum:
                         if version > first:
                             self.keep.add(key)
 
-    def _ids_in_window(self, horizon: int, latest: int) -> set[str] | None:
-        """Ids of the tables created or registered at versions after the horizon (read from their records):
-        with the state at the horizon, every table some retained version holds. ``None`` if the window holds
-        more than :data:`MAX_WINDOW_RECORDS` versions (then no table directory is removed whole)."""
+    def _retained_ids(self, known: set[str], horizon: int, latest: int) -> set[str] | None:
+        """``known`` plus the ids of the tables created or registered at versions after the horizon (read from
+        their records): every table some retained version holds. ``None`` if the window holds more than
+        :data:`MAX_WINDOW_RECORDS` versions (then no table directory is removed whole). Computed only when an
+        old directory txlake wrote needs it."""
         versions = list(range(horizon + 1, latest + 1))
         if len(versions) > MAX_WINDOW_RECORDS:
             return None
-        ids: set[str] = set()
+        ids = set(known)
         with ThreadPoolExecutor(max_workers=16) as pool:
             for record in pool.map(self.ctx.glog.read_record, versions):
                 ids.update(op.table_id for op in record.catalog if op.table_id and op.op in _JOINS)
         return ids
 
-    def _scan_unknown(self, location: str, metas: list[ObjectMeta], retained_ids: set[str] | None) -> bool:
+    def _scan_unknown(self, location: str, metas: list[ObjectMeta], retained_ids: _Lazy[set[str] | None]) -> bool:
         """A table directory no retained state names. Recent: keep all its log references (it may have been
         created and dropped since the horizon). Old: removed whole (``True``) only if it provably was a
         lakehouse table (txlake wrote to it) that no retained version holds (its Delta id is not one of
@@ -490,16 +487,14 @@ class _Vacuum:
             return False
         return not recent
 
-    def _dropped_lakehouse_table(self, log: DeltaLog, listing: Any, retained_ids: set[str] | None) -> bool:
-        if retained_ids is None or not listing.commits:
+    def _dropped_lakehouse_table(self, log: DeltaLog, listing: Any, retained_ids: _Lazy[set[str] | None]) -> bool:
+        """Whether txlake wrote this table (its newest commit says so) and no retained version holds it."""
+        if not listing.commits:
             return False
-        snap = load_snapshot(log)
-        if snap.metadata.id in retained_ids:
-            return False
-        latest = max(listing.commits)
-        return any(
-            isinstance(a, CommitInfo) and a.txlake is not None for a in log.read_commit(latest)
-        )  # txlake wrote to it: it was a lakehouse table, dropped before the horizon
+        if not any(isinstance(a, CommitInfo) and a.txlake is not None for a in log.read_commit(max(listing.commits))):
+            return False  # never a lakehouse table's directory to remove
+        ids = retained_ids.get()
+        return ids is not None and load_snapshot(log).metadata.id not in ids
 
     def _keep(self, table_path: str, add_path: str) -> None:
         key = _file_key(self.store, table_path, add_path)
@@ -619,8 +614,10 @@ class _Vacuum:
         if any(_ms(m) >= cut for metas in doomed.values() for m in metas):
             return start, 0  # something below it is young (a clock problem): leave the log whole
         at_target = self.ctx.glog.read_checkpoint(target)
+        listed = {m.path: m for m in objects}
         deleted = sum(
-            self._clean_delta_log(entry, at_target.table_versions.get(tid)) for tid, entry in at_target.tables.items()
+            self._clean_delta_log(entry, at_target.table_versions.get(tid), listed)
+            for tid, entry in at_target.tables.items()
         )
         deleted += sum(len(metas) for metas in doomed.values())
         if not self.dry_run:
@@ -636,8 +633,9 @@ class _Vacuum:
                         self.store.delete(meta.path)
         return target, deleted
 
-    def _clean_delta_log(self, entry: TableEntry, version: int | None) -> int:
-        """Delete the table's commits and checkpoints below its newest checkpoint at or below ``version``."""
+    def _clean_delta_log(self, entry: TableEntry, version: int | None, listed: Mapping[str, ObjectMeta]) -> int:
+        """Delete the table's commits and checkpoints below its newest checkpoint at or below ``version``
+        (``listed``: the root listing vacuum began with; anything newer is above that checkpoint)."""
         if version is None:
             return 0
         log = DeltaLog(self.store, entry.path.strip("/"), name=entry.name)
@@ -646,12 +644,12 @@ class _Vacuum:
         best = listing.best_checkpoint(version)
         if best is None:
             return 0
-        metas = {m.path: m for m in self.store.list(log.log_dir)}
-        if any(_ms(metas[p]) >= cut for p in best.paths if p in metas):
-            return 0
+        if any(p not in listed or _ms(listed[p]) >= cut for p in best.paths):
+            return 0  # a checkpoint younger than the log retention (or than this run)
         doomed: list[tuple[int, ObjectMeta]] = []
-        for meta in metas.values():
-            name = meta.path[len(log.log_dir) + 1 :]
+        prefix = log.log_dir + "/"
+        for meta in (m for path, m in listed.items() if path.startswith(prefix)):
+            name = meta.path[len(prefix) :]
             head = name.split(".", 1)[0]
             if "/" in name or not head.isdigit() or int(head) >= best.version:
                 continue
@@ -696,6 +694,19 @@ class _Vacuum:
             done += 1
             if self.progress is not None and (done % 100 == 0 or done == total):
                 self.progress(done, total)
+
+
+class _Lazy(Generic[T]):
+    """A value computed on first use (some requests are worth making only if they are needed)."""
+
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self._compute: Callable[[], T] | None = compute
+        self._value: T | None = None
+
+    def get(self) -> T:
+        if self._compute is not None:
+            self._value, self._compute = self._compute(), None
+        return self._value  # type: ignore[return-value]
 
 
 def _owner(path: str, locations: set[str]) -> str | None:

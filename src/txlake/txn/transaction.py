@@ -343,8 +343,7 @@ class Transaction:
                 return
             raise TableAlreadyExistsError(f"table {name!r} already exists", table=name)
         _check_new_name(name, name.split("."))
-        if not self._view.has_namespace(namespace):
-            self._catalog(CreateNamespace(namespace))
+        self._ensure_namespace(namespace)
         partition_by = list(columns_argument(partition_by, "partition_by") or [])
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
@@ -390,8 +389,7 @@ class Transaction:
         taken = next((t for t in self._view.tables.values() if t.path.strip("/") == path), None)
         if taken is not None:
             raise TableAlreadyExistsError(f"{location} is the location of table {taken.name!r}", table=taken.name)
-        if not self._view.has_namespace(namespace):
-            self._catalog(CreateNamespace(namespace))
+        self._ensure_namespace(namespace)
         self._catalog(RegisterTable(name, table_id=snapshot.metadata.id, path=path, version=snapshot.version))
         return snapshot.version
 
@@ -617,8 +615,7 @@ class Transaction:
                 table=then.name,
             ) from exc
         namespace, _ = split_name(then.name)
-        if not self._view.has_namespace(namespace):
-            self._catalog(CreateNamespace(namespace))
+        self._ensure_namespace(namespace)
         self._catalog(
             RegisterTable(
                 then.name, table_id=then.id, path=then.path, properties=dict(then.properties), version=latest.version
@@ -643,8 +640,7 @@ class Transaction:
         self._read_namespaces.add(namespace.lower())
         if self._view.table_by_name(new_name) is not None:
             raise TableAlreadyExistsError(f"table {new_name!r} already exists", table=new_name)
-        if not self._view.has_namespace(namespace):
-            self._catalog(CreateNamespace(namespace))
+        self._ensure_namespace(namespace)
         self._catalog(RenameTable(entry.name, table_id=entry.id, new_name=new_name))
 
     def tables(self, namespace: str | None = None) -> list[str]:
@@ -1069,6 +1065,11 @@ class Transaction:
             f"deleted ({reason}); nothing was committed",
             version=self._borrows_from,
         )
+
+    def _ensure_namespace(self, namespace: str) -> None:
+        """Create ``namespace`` in this transaction unless it exists (tables create their namespace)."""
+        if not self._view.has_namespace(namespace):
+            self._catalog(CreateNamespace(namespace))
 
     def _check_age(self) -> None:
         """Refuse to claim (or offer ourselves to a group) past :data:`MAX_TRANSACTION_AGE`: vacuum deletes the
