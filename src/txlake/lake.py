@@ -44,7 +44,7 @@ from txlake.lakehouse.vacuum import DEFAULT_RETENTION, VacuumReport, highest_hor
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
-from txlake.txn.transaction import CommitResult, OptimizeMetrics, Transaction
+from txlake.txn.transaction import CommitResult, DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
@@ -245,11 +245,13 @@ class Lakehouse:
         target_file_size: int | str = "128MB",
         zorder_by: Sequence[str] | None = None,
         retries: int = 10,
+        engine: DmlEngine = "auto",
     ) -> OptimizeMetrics:
-        """Compact a table's small files in its own transaction (see :meth:`Transaction.optimize`), retried
-        when a concurrent commit removed a file it was compacting. Appends never conflict with it."""
+        """Compact a table's small files in its own transaction (see :meth:`Transaction.optimize`; on Spark when
+        the lakehouse has a session, unless ``engine="arrow"``), retried when a concurrent commit removed a file
+        it was compacting. Appends never conflict with it."""
         return self.run(
-            lambda tx: tx.optimize(name, where, target_file_size=target_file_size, zorder_by=zorder_by),
+            lambda tx: tx.optimize(name, where, target_file_size=target_file_size, zorder_by=zorder_by, engine=engine),
             isolation="write_serializable",
             retries=retries,
         )

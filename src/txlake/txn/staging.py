@@ -175,13 +175,10 @@ class TableWork:
         self._stage_adds(a for a in adds if a.num_records != 0)
         self.operations.append(operation)
 
-    def compact(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> tuple[int, int, int]:
-        """Bin-pack the live files smaller than ``target_bytes`` (in partitions matching ``where``, which may
-        name partition columns only) into files of about ``target_bytes``; with ``zorder_by``, rewrite every file
-        of a partition sorted along a Z-order curve of those columns. The rows do not change: removes and adds
-        carry ``dataChange=false``, so readers and concurrent appends are unaffected, and only a concurrent
-        removal of a compacted file conflicts. Returns (files removed, files added, bytes removed).
-        """
+    def plan_compaction(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> list[list[Add]]:
+        """The bins an ``optimize`` rewrites: live files smaller than ``target_bytes`` (in partitions matching
+        ``where``, which may name partition columns only), packed per partition into bins of about
+        ``target_bytes``; with ``zorder_by``, every file of a partition. Each bin becomes about one file."""
         predicate = self.bind(where)
         if predicate is not None:
             outside = sorted(predicate.columns - set(self.partition_columns))
@@ -202,26 +199,42 @@ class TableWork:
         for add in self.candidates(predicate):
             if add.path not in self.added:
                 groups.setdefault(tuple(sorted(add.partition_values.items())), []).append(add)
-        rewritten: list[Add] = []
-        written: list[Add] = []
+        bins: list[list[Add]] = []
         for files in groups.values():
             chosen = sorted(files, key=lambda a: a.path) if zorder_by else [a for a in files if a.size < target_bytes]
-            for bin_ in _bins(chosen, target_bytes, whole=bool(zorder_by)):
-                data = self._read(bin_)
-                if zorder_by:
-                    data = data.take(zorder_indices(data, zorder_by))
-                adds = write_data_files(
+            bins.extend(_bins(chosen, target_bytes, whole=bool(zorder_by)))
+        return bins
+
+    def compact(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> tuple[int, int, int]:
+        """Compaction on Arrow, in this process: each bin of :meth:`plan_compaction` read, Z-ordered when asked,
+        and written again (see :meth:`stage_compaction`). Returns (files removed, files added, bytes removed).
+        """
+        rewritten: list[Add] = []
+        written: list[Add] = []
+        for bin_ in self.plan_compaction(where, target_bytes, zorder_by):
+            data = self._read(bin_)
+            if zorder_by:
+                data = data.take(zorder_indices(data, zorder_by))
+            written.extend(
+                write_data_files(
                     self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
                 )
-                rewritten.extend(bin_)
-                written.extend(dataclasses.replace(a, data_change=False) for a in adds)
+            )
+            rewritten.extend(bin_)
+        return self.stage_compaction(rewritten, written)
+
+    def stage_compaction(self, rewritten: Sequence[Add], written: Iterable[Add]) -> tuple[int, int, int]:
+        """Stage a compaction: files ``rewritten`` replaced by ``written``, which hold the same rows. Removes and
+        adds carry ``dataChange=false``, so readers and concurrent appends are unaffected; only a concurrent
+        removal of a rewritten file conflicts. Returns (files removed, files added, bytes removed)."""
+        adds = [dataclasses.replace(a, data_change=False) for a in written if a.num_records != 0]
         self.only_appends = False
         self.dml_files.update(a.path for a in rewritten)  # a read of these files, without a predicate
         for add in rewritten:
             self.removed[add.path] = add.remove(data_change=False)
-        self._stage_adds(written)
+        self._stage_adds(adds)
         self.operations.append("OPTIMIZE")
-        return len(rewritten), len(written), sum(a.size for a in rewritten)
+        return len(rewritten), len(adds), sum(a.size for a in rewritten)
 
     def change_metadata(self, metadata: Metadata, operation: str) -> None:
         """Stage a new schema or new properties (a table created in this transaction just gets them)."""

@@ -458,15 +458,42 @@ class Transaction:
         *,
         target_file_size: int | str = "128MB",
         zorder_by: Sequence[str] | None = None,
+        engine: DmlEngine = "auto",
     ) -> OptimizeMetrics:
         """Compact ``name``'s small files (in the partitions ``where`` selects) into files of about
         ``target_file_size`` (bytes, or a text such as ``"128MB"``); with ``zorder_by``, also cluster each
         partition's rows along a Z-order curve of those columns. Rows do not change (``dataChange=false``):
         concurrent appends never conflict with it; a concurrent removal of a compacted file does.
+
+        With a data engine (``connect(..., spark=)``) the files are read and written by a Spark job;
+        ``engine="arrow"`` compacts in this process instead, ``engine="spark"`` requires Spark.
         """
         target = size_argument(target_file_size, "target_file_size")
         zorder = list(columns_argument(zorder_by) or [])
-        removed, added, size = self._writable(name).compact(where, target, zorder)
+        work = self._writable(name)
+        data_engine = self._dml_engine(engine)
+        if data_engine is None:
+            removed, added, size = work.compact(where, target, zorder)
+            return OptimizeMetrics(removed, added, size)
+        bins = work.plan_compaction(where, target, zorder)
+        rewritten = [a for bin_ in bins for a in bin_]
+        if not rewritten:
+            return OptimizeMetrics(0, 0, 0)
+        location = self._location(work)
+        written = data_engine.compact(
+            ScanSpec(location, tuple(rewritten)), WriteSpec(location, self.txid), files=len(bins), zorder_by=zorder
+        )
+        try:
+            expected = [a.num_records for a in rewritten]
+            if None not in expected and sum(n for n in expected if n is not None) != written.num_rows:
+                raise TxlakeError(
+                    f"optimize of {work.entry.name}: the engine wrote {written.num_rows} rows, the "
+                    f"{len(rewritten)} compacted files hold {sum(n for n in expected if n is not None)}"
+                )
+            removed, added, size = work.stage_compaction(rewritten, written.adds)
+        except BaseException:
+            work.delete_unstaged(written.adds)
+            raise
         return OptimizeMetrics(removed, added, size)
 
     def alter_table(
