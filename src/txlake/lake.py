@@ -35,7 +35,7 @@ from txlake.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from txlake.expr import FileStats, parse_predicate
+from txlake.expr import parse_predicate
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
@@ -100,9 +100,7 @@ class LakehouseSnapshot:
         predicate = None
         if where is not None:
             predicate = parse_predicate(where).bind(snap.schema)
-            files = [
-                a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
-            ]
+            files = snap.stats_index.matching(predicate.node)
         try:
             data = read_files(self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name)
         except DataFileNotFoundError as exc:
@@ -131,9 +129,7 @@ class LakehouseSnapshot:
         prune = engine.pruning_predicate(where, snap.schema)
         if prune is not None:
             predicate = parse_predicate(prune).bind(snap.schema)
-            files = [
-                a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
-            ]
+            files = snap.stats_index.matching(predicate.node)
         location = TableLocation.of(self._ctx.store, entry, snap.metadata)
         return engine.read(ScanSpec(location, tuple(files)), where=where, columns=columns)
 

@@ -40,7 +40,7 @@ from txlake.delta.files import decode_path
 
 NAME = "lifecycle"
 HELP = "Q6 over many small appends before/after optimize, and vacuum of many files: txlake vs delta-rs"
-BASELINE = "delta-rs (Q6 via Spark: spark.read.parquet of the live files)"
+BASELINE = "delta-rs (Spark rows: spark.read.parquet)"
 LINEITEM = pa.schema(
     [
         ("orderkey", pa.int64()),

@@ -88,6 +88,8 @@ class TableWork:
         files = self.live_files()
         if predicate is None:
             return files
+        if self.snapshot is not None and not self.added and not self.removed and self.new_metadata is None:
+            return self.snapshot.stats_index.matching(predicate.node)  # the snapshot's files, parsed once
         schema, parts = self.schema, self.partition_columns
         return [a for a in files if predicate.may_match(FileStats.from_add(a, schema, parts))]
 
