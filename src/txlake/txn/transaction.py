@@ -370,8 +370,8 @@ class Transaction:
 
         Its Delta table id (``metaData.id``) becomes the catalog id, so the same table cannot be registered
         twice. From then on it is a lakehouse table like any other: plain writers' later commits are adopted
-        as usual. A location outside the lakehouse root is refused (:class:`InvalidArgumentError`: clone or
-        copy it in).
+        as usual. A location outside the lakehouse root is refused (:class:`InvalidArgumentError`): open the
+        lakehouse at a directory that holds the table (a lakehouse adds only ``_txlake/`` there).
         """
         self._ensure_active()
         namespace, _ = split_name(name)
