@@ -204,9 +204,7 @@ def _compared(bounds: np.ndarray, known: np.ndarray, value: Any) -> tuple[np.nda
     return less, equal
 
 
-def _range_truths(
-    op: CompareOp, column: _Column, value: Any, floating: bool
-) -> tuple[np.ndarray, np.ndarray] | None:
+def _range_truths(op: CompareOp, column: _Column, value: Any, floating: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """Per file: (may ``x op value`` be TRUE, may it be FALSE) for non-null ``x`` within the bounds — the
     vector form of :func:`txlake.expr.stats._range_truths`."""
     lo = _compared(column.lo, column.lo_known, value)
