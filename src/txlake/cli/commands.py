@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import txlake
 from txlake.cli import render, sql
 from txlake.cli.doctor import run_doctor
-from txlake.cli.exit_codes import ExitCode, LakehouseExistsError, LakehouseNotFoundError
+from txlake.cli.exit_codes import ExitCode, LakehouseExistsError, LakehouseNotFoundError, UsageError
 from txlake.cli.jvm import InterruptWatch, start_spark, stop_spark
 from txlake.cli.options import (
     Location,
@@ -132,6 +132,11 @@ def suggesting_tables(lake: txlake.Lakehouse, version: int | None = None) -> Ite
 def cmd_init(args: argparse.Namespace) -> int:
     out = Output(args.json)
     location = _location(args, out, args.target)
+    if location.uri.startswith("memory://"):
+        raise UsageError(
+            f"cannot init {location.uri}: a memory:// lakehouse lives only as long as one process",
+            hint="init a directory or an s3:// URI (memory:// suits `txlake demo` and Python sessions)",
+        )
     try:
         lake = open_lakehouse(location)
     except LakehouseNotFoundError:
