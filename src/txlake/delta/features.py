@@ -10,9 +10,20 @@ from txlake.errors import UnsupportedFeatureError
 # are plain to read and write, so the feature is supported as long as no column is a variant.
 # deletionVectors is read (rows a DV deletes are dropped) but not written: txlake's writes would have to carry
 # DVs through copy-on-write rewrites and conflict checks, so a table that declares it is refused for writes.
-SUPPORTED_READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolCheck", "variantType"})
+# v2Checkpoint: V2 checkpoints (UUID-named, sidecars) are read; txlake's own checkpoints of such tables are
+# classic-named V2-spec ones (delta/checkpoint.py).
+SUPPORTED_READER_FEATURES = frozenset(
+    {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"}
+)
 SUPPORTED_WRITER_FEATURES = frozenset(
-    {"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+    {
+        "appendOnly",
+        "invariants",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",
+    }
 )
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
