@@ -149,11 +149,11 @@ def test_a_log_that_starts_at_a_malformed_v2_checkpoint_is_corrupt(store: Object
 
 UNWRITABLE = [
     pytest.param(
-        protocol(3, 7, ["deletionVectors"], ["changeDataFeed", "deletionVectors"]),
+        protocol(3, 7, ["deletionVectors"], ["deletionVectors", "changeDataFeed"]),
         {},
         None,
-        "deletionVectors",
-        id="deletion-vectors",
+        "changeDataFeed",
+        id="deletion-vectors-and-cdf",
     ),
     pytest.param(protocol(3, 7, [], ["domainMetadata"]), {}, None, "domainMetadata", id="domain-metadata"),
     pytest.param(protocol(3, 7, [], ["rowTracking"]), {}, None, "rowTracking", id="row-tracking"),

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove
+from txlake.delta.dv import unique_id
 from txlake.delta.files import decode_path, read_file, read_files, resolve_file, write_data_files
 from txlake.delta.schema import conform, normalize_schema, schema_from_json
 from txlake.delta.state import Snapshot
@@ -238,8 +239,14 @@ class TableWork:
         numbers of files removed and added."""
         current = {a.path: a for a in self.live_files()}
         self.record_dml(None, current.values())
-        removed = [a for p, a in current.items() if p not in files]
-        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in current]
+        # a logical file is (path, DV): a data file whose deletion vector changed since is removed and re-added
+        same = {
+            p
+            for p, a in current.items()
+            if p in files and unique_id(files[p].deletion_vector) == unique_id(a.deletion_vector)
+        }
+        removed = [a for p, a in current.items() if p not in same]
+        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in same]
         for add in removed:
             self._drop_file(add)
         self._stage_adds(added)

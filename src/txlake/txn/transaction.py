@@ -269,7 +269,7 @@ class Transaction:
 
     def _writable(self, name: str) -> TableWork:
         """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
-        a feature txlake does not honour when writing (deletion vectors, CHECK constraints, ...)."""
+        a feature txlake does not honour when writing (CHECK constraints, row tracking, ...)."""
         work = self._table(name)
         if work.snapshot is not None:
             check_write_support(work.snapshot.protocol, work.snapshot.metadata, table=work.entry.name)

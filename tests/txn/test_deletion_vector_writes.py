@@ -1,0 +1,179 @@
+"""Transactions over tables with deletion vectors (copy-on-write): every write works, a rewritten file loses the
+rows its DV deleted and is removed by ``(path, DV)``, and a plain writer's DV update conflicts like a rewrite.
+
+The DV tables are set up as Spark leaves them: a plain writer turns the ``deletionVectors`` feature on and deletes
+rows with an inline DV (CRoaring's bitmap through pyroaring, see ``tests/txn/conftest.py``). delta-rs (DataFusion)
+reads every version txlake writes; ``deltalake`` 1.x itself never writes a DV (its DELETE rewrites files), so the
+plain DV updates here are hand-made commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import deltalake
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.txn.conftest import ACCOUNTS, accounts, delete_with_deletion_vector, rows, update_deletion_vector
+from txlake.delta import DeltaTable
+from txlake.delta.actions import Add, Remove
+from txlake.errors import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError, ConflictError
+
+IDS = list(range(10))
+DELETED = [2, 5]  # rows (= positions in the one data file) the plain writer's DV deletes
+LIVE = [(i, i) for i in IDS if i not in DELETED]
+
+
+def dv_table(lake: txlake.Lakehouse, name: str = "p.t") -> Add:
+    """``name`` with ids 0-9 (balance = id) in one file whose DV deletes ids 2 and 5, adopted; returns its add."""
+    lake.create_table(name, ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append(name, accounts(IDS, IDS))
+    delete_with_deletion_vector(lake, name, DELETED)
+    lake.sync()
+    (add,) = lake.snapshot().delta_snapshot(name).files.values()
+    assert add.deletion_vector is not None and rows(lake.read_arrow(name)) == LIVE
+    return add
+
+
+def deltars_rows(lake: txlake.Lakehouse, name: str, version: int | None = None) -> list[tuple[object, ...]]:
+    dt = deltalake.DeltaTable(lake.table_location(name), version=version)
+    return rows(pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all()))
+
+
+def assert_every_version_reads_alike(lake: txlake.Lakehouse, name: str) -> None:
+    table = DeltaTable(lake.store, lake.delta_log(name).path)
+    latest = table.latest_version()
+    assert latest is not None
+    for version in range(latest + 1):
+        assert rows(table.read_arrow(version)) == deltars_rows(lake, name, version), f"v{version}"
+
+
+def last_commit(lake: txlake.Lakehouse, name: str) -> tuple[list[Add], list[Remove]]:
+    log = lake.delta_log(name)
+    latest = log.latest_version()
+    assert latest is not None
+    actions = log.read_commit(latest)
+    return [a for a in actions if isinstance(a, Add)], [a for a in actions if isinstance(a, Remove)]
+
+
+Write = Callable[[txlake.Transaction], object]
+WRITES: dict[str, tuple[Write, list[tuple[int, int]]]] = {
+    "delete": (lambda tx: tx.delete("p.t", where="id = 1"), [r for r in LIVE if r[0] != 1]),
+    "update": (
+        lambda tx: tx.update("p.t", set={"balance": "balance + 100"}, where="id >= 7"),
+        [(i, b + 100 if i >= 7 else b) for i, b in LIVE],
+    ),
+    "merge": (
+        lambda tx: tx.merge(
+            "p.t",
+            accounts([1, 2, 20], [-1, -2, -20]),
+            on="t.id = s.id",
+            when_matched_update="*",
+            when_not_matched_insert="*",
+        ),
+        sorted([*[(i, -1 if i == 1 else b) for i, b in LIVE], (2, -2), (20, -20)]),
+    ),
+    "overwrite-where": (
+        lambda tx: tx.overwrite("p.t", accounts([3], [33]), where="id = 3"),
+        sorted([*[r for r in LIVE if r[0] != 3], (3, 33)]),
+    ),
+    "optimize": (lambda tx: tx.optimize("p.t", zorder_by=["balance"]), LIVE),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_rewrite_of_a_file_with_a_dv_drops_its_deleted_rows_and_removes_it_by_dv(
+    local_lake: txlake.Lakehouse, write: str
+) -> None:
+    lake = local_lake
+    original = dv_table(lake)
+    statement, expected = WRITES[write]
+    with lake.transaction() as tx:
+        statement(tx)
+    got = lake.read_arrow("p.t")
+    assert rows(got) == expected
+    adds, removes = last_commit(lake, "p.t")
+    (gone,) = [r for r in removes if r.path == original.path]
+    assert gone.deletion_vector == original.deletion_vector  # PROTOCOL.md: the remove names the logical file
+    assert all(a.deletion_vector is None for a in adds)  # copy-on-write: new files, no DVs
+    assert lake.snapshot().delta_snapshot("p.t").num_records == len(expected)  # stats count live rows
+    assert deltars_rows(lake, "p.t") == rows(got)
+    assert_every_version_reads_alike(lake, "p.t")
+
+
+def test_appends_are_plain_files_and_restore_brings_back_the_logical_file(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    original = dv_table(lake)
+    before = lake.version()
+    with lake.transaction() as tx:
+        tx.append("p.t", accounts([20], [20]))
+    adds, removes = last_commit(lake, "p.t")
+    assert not removes and [a.deletion_vector for a in adds] == [None]
+    (appended,) = adds
+    # a plain writer deletes one more row of the original file (a DV update), then the lakehouse is restored
+    update_deletion_vector(lake, "p.t", original.path, [*DELETED, 0])
+    lake.sync()
+    assert rows(lake.read_arrow("p.t")) == sorted([*LIVE[1:], (20, 20)])
+    lake.restore(before)
+    assert rows(lake.read_arrow("p.t")) == LIVE  # row 0 is back: (path, old DV) re-added, (path, new DV) removed
+    adds, removes = last_commit(lake, "p.t")
+    assert [(a.path, a.deletion_vector) for a in adds] == [(original.path, original.deletion_vector)]
+    cardinalities = {r.path: r.deletion_vector.cardinality if r.deletion_vector else None for r in removes}
+    assert cardinalities == {original.path: 3, appended.path: None}
+    assert_every_version_reads_alike(lake, "p.t")
+
+
+# ------------------------------------------------------------------------------------ plain DV updates
+
+
+def test_a_plain_dv_update_conflicts_with_a_txlake_rewrite_of_the_file(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    original = dv_table(lake)
+    tx = lake.transaction("snapshot")
+    tx.update("p.t", set={"balance": "0"}, where="id = 9")  # rewrites the file
+    update_deletion_vector(lake, "p.t", original.path, [*DELETED, 8])  # a plain writer deletes row 8 with a DV
+    with pytest.raises(ConcurrentDeleteDeleteError) as info:
+        tx.commit()
+    assert tuple(info.value.files) == (original.path,)
+    lake.sync()  # the plain writer's DV update is intact
+    assert rows(lake.read_arrow("p.t")) == [r for r in LIVE if r[0] != 8]
+    assert deltars_rows(lake, "p.t") == [r for r in LIVE if r[0] != 8]
+
+
+@pytest.mark.parametrize("level", ["write_serializable", "serializable"])
+def test_a_plain_dv_update_conflicts_with_a_txlake_read_of_the_file(local_lake: txlake.Lakehouse, level: str) -> None:
+    """A transaction whose delete read the file (matching nothing there) writes elsewhere; the plain writer's DV
+    update of that file, adopted meanwhile, is a remove + add of it, so the read conflicts as with a rewrite.
+    (Not adopted, the plain commit comes after the transaction in the lakehouse's order: no conflict.)"""
+    lake = local_lake
+    original = dv_table(lake)
+    lake.create_table("p.other", ACCOUNTS)
+    tx = lake.transaction(level)  # type: ignore[arg-type]
+    assert tx.delete("p.t", where="id = 8") == 1  # reads (and rewrites) the file...
+    tx.abort()
+    tx = lake.transaction(level)  # type: ignore[arg-type]
+    assert tx.delete("p.t", where="id = 3 and balance = 4") == 0  # ...reads it, changes nothing
+    tx.append("p.other", accounts([1], [1]))
+    update_deletion_vector(lake, "p.t", original.path, [*DELETED, 8])
+    lake.sync()
+    with pytest.raises(ConflictError) as info:
+        tx.commit()
+    assert isinstance(info.value, ConcurrentDeleteReadError)
+    assert tuple(info.value.files) == (original.path,)
+    assert rows(lake.read_arrow("p.other")) == []
+
+
+def test_an_append_commits_over_a_plain_dv_update(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    original = dv_table(lake)
+    tx = lake.transaction("serializable")
+    tx.append("p.t", accounts([30], [30]))
+    update_deletion_vector(lake, "p.t", original.path, [*DELETED, 8])
+    tx.commit()  # a blind append does not read the file: no conflict, the plain commit is adopted
+    want = sorted([*[r for r in LIVE if r[0] != 8], (30, 30)])
+    assert rows(lake.read_arrow("p.t")) == want
+    assert deltars_rows(lake, "p.t") == want
+    assert_every_version_reads_alike(lake, "p.t")
