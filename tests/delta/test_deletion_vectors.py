@@ -479,11 +479,11 @@ def test_a_corrupt_dv_is_a_corrupt_log(tmp_path: Path, edit: Any) -> None:
 # --------------------------------------------------------------------------------------------- writes
 
 
-def test_writes_to_dv_tables_are_refused_by_name(tmp_path: Path) -> None:
+def test_appends_to_a_spark_dv_table_are_plain_files_delta_rs_reads(tmp_path: Path) -> None:
     location = copy_table(DELTARS / "table_with_deletion_logs", tmp_path)
     table = open_table(location)
-    before = sorted(p.name for p in location.rglob("*"))
-    with pytest.raises(UnsupportedFeatureError) as info:
-        table.append(table.read_arrow().slice(0, 1))
-    assert info.value.feature == "deletionVectors"
-    assert sorted(p.name for p in location.rglob("*")) == before
+    before = table.read_arrow()
+    version = table.append(before.slice(0, 2))
+    (add,) = [a for a in table.log.read_commit(version) if isinstance(a, Add)]
+    assert add.deletion_vector is None
+    assert assert_reads_like_deltars(location, None) == rows(pa.concat_tables([before, before.slice(0, 2)]))

@@ -98,7 +98,10 @@ def test_a_rewrite_of_a_file_with_a_dv_drops_its_deleted_rows_and_removes_it_by_
     adds, removes = last_commit(lake, "p.t")
     (gone,) = [r for r in removes if r.path == original.path]
     assert gone.deletion_vector == original.deletion_vector  # PROTOCOL.md: the remove names the logical file
-    assert all(a.deletion_vector is None for a in adds)  # copy-on-write: new files, no DVs
+    if write == "delete":  # delta.enableDeletionVectors=true: merge-on-read, the file gets a bigger DV
+        assert [(a.path, a.deletion_vector and a.deletion_vector.cardinality) for a in adds] == [(original.path, 3)]
+    else:
+        assert all(a.deletion_vector is None for a in adds)  # copy-on-write: new files, no DVs
     assert lake.snapshot().delta_snapshot("p.t").num_records == len(expected)  # stats count live rows
     assert deltars_rows(lake, "p.t") == rows(got)
     assert_every_version_reads_alike(lake, "p.t")
@@ -177,3 +180,119 @@ def test_an_append_commits_over_a_plain_dv_update(local_lake: txlake.Lakehouse) 
     assert rows(lake.read_arrow("p.t")) == want
     assert deltars_rows(lake, "p.t") == want
     assert_every_version_reads_alike(lake, "p.t")
+
+
+# ------------------------------------------------------------------------------------------ merge-on-read
+
+
+def mor_table(lake: txlake.Lakehouse, name: str = "p.m") -> list[Add]:
+    """``name`` with ``delta.enableDeletionVectors=true``: ids 0-49 and 50-99 (balance = id) in two files."""
+    lake.create_table(name, ACCOUNTS, properties={"delta.enableDeletionVectors": "true"})
+    for start in (0, 50):
+        with lake.transaction() as tx:
+            tx.append(name, accounts(list(range(start, start + 50)), list(range(start, start + 50))))
+    protocol = lake.snapshot().delta_snapshot(name).protocol
+    assert "deletionVectors" in (protocol.reader_features or ()) and "deletionVectors" in (
+        protocol.writer_features or ()
+    )
+    return sorted(lake.snapshot().delta_snapshot(name).files.values(), key=lambda a: a.num_records or 0)
+
+
+def dv_files(lake: txlake.Lakehouse, name: str) -> set[str]:
+    return {m.path for m in lake.store.list(lake.delta_log(name).path) if m.path.endswith(".bin")}
+
+
+def parquet_files(lake: txlake.Lakehouse, name: str) -> set[str]:
+    path = lake.delta_log(name).path
+    return {m.path for m in lake.store.list(path) if m.path.endswith(".parquet") and "/_delta_log/" not in m.path}
+
+
+def test_merge_on_read_delete_writes_deletion_vectors_delta_rs_reads(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    low, high = sorted(mor_table(lake), key=lambda a: a.path)
+    by_first = {0: None, 50: None}
+    for add in (low, high):
+        first = min(int(v) for v in [add.parsed_stats()["minValues"]["id"]])  # type: ignore[index]
+        by_first[first] = add  # type: ignore[assignment]
+    first_file, second_file = by_first[0], by_first[50]
+    assert first_file is not None and second_file is not None
+    data_before = parquet_files(lake, "p.m")
+    want = {i: i for i in range(100)}
+
+    with lake.transaction() as tx:  # rows of both files: each gets a DV, no data file is written
+        assert tx.delete("p.m", where="id = 3 or id = 7 or id = 60") == 3
+    for i in (3, 7, 60):
+        want.pop(i)
+    adds, removes = last_commit(lake, "p.m")
+    assert parquet_files(lake, "p.m") == data_before and len(dv_files(lake, "p.m")) == 1
+    assert sorted((r.path, r.deletion_vector) for r in removes) == sorted(
+        [(first_file.path, None), (second_file.path, None)]
+    )
+    cardinality = {a.path: a.deletion_vector.cardinality for a in adds if a.deletion_vector is not None}
+    assert cardinality == {first_file.path: 2, second_file.path: 1}
+    assert all(a.deletion_vector and a.deletion_vector.storage_type == "u" for a in adds)
+    assert all(a.num_records == 50 for a in adds)  # numRecords of the data file, as the protocol requires
+    assert rows(lake.read_arrow("p.m")) == sorted(want.items())
+    assert lake.snapshot().delta_snapshot("p.m").num_records == len(want)
+
+    with lake.transaction() as tx:  # two statements on one file: one remove (of the committed DV), one add
+        assert tx.delete("p.m", where="id = 4") == 1
+        assert tx.delete("p.m", where="id = 5 or id = 3") == 1  # 3 is deleted already
+        assert tx.delete("p.m", where="id = 1000") == 0
+    for i in (4, 5):
+        want.pop(i)
+    adds, removes = last_commit(lake, "p.m")
+    (removed,) = removes
+    assert removed.path == first_file.path and removed.deletion_vector is not None
+    assert removed.deletion_vector.cardinality == 2
+    (added,) = adds
+    assert added.path == first_file.path and added.deletion_vector is not None
+    assert added.deletion_vector.cardinality == 4
+    assert rows(lake.read_arrow("p.m")) == sorted(want.items())
+
+    with lake.transaction() as tx:  # every row left in the second file: the file is removed (by its DV)
+        assert tx.delete("p.m", where="id >= 50") == 49
+    for i in range(50, 100):
+        want.pop(i, None)
+    adds, removes = last_commit(lake, "p.m")
+    assert not adds and [(r.path, r.deletion_vector is not None) for r in removes] == [(second_file.path, True)]
+
+    with lake.transaction() as tx:  # UPDATE stays copy-on-write: the rewrite drops the DV's rows
+        assert tx.update("p.m", set={"balance": "-1"}, where="id = 0") == 1
+    want[0] = -1
+    assert rows(lake.read_arrow("p.m")) == sorted(want.items())
+    with lake.transaction() as tx:  # a file this transaction wrote is rewritten, not given a DV
+        tx.append("p.m", accounts([200, 201], [200, 201]))
+        assert tx.delete("p.m", where="id = 200") == 1
+    want[201] = 201
+    adds, removes = last_commit(lake, "p.m")
+    assert not removes and [(a.deletion_vector, a.num_records) for a in adds] == [(None, 1)]
+    assert rows(lake.read_arrow("p.m")) == deltars_rows(lake, "p.m") == sorted(want.items())
+    assert_every_version_reads_alike(lake, "p.m")
+
+
+def test_an_aborted_merge_on_read_delete_leaves_no_dv_file(local_lake: txlake.Lakehouse) -> None:
+    lake = local_lake
+    mor_table(lake)
+    tx = lake.transaction()
+    assert tx.delete("p.m", where="id = 1") == 1
+    assert len(dv_files(lake, "p.m")) == 1
+    tx.abort()
+    assert dv_files(lake, "p.m") == set()
+    assert len(rows(lake.read_arrow("p.m"))) == 100
+
+
+def test_concurrent_merge_on_read_deletes_of_one_file_conflict(local_lake: txlake.Lakehouse) -> None:
+    """Two DV updates of one data file: the second committer's remove names a logical file that is gone."""
+    lake = local_lake
+    mor_table(lake)
+    first = lake.transaction("snapshot")
+    second = lake.transaction("snapshot")
+    assert first.delete("p.m", where="id = 1") == 1
+    assert second.delete("p.m", where="id = 2") == 1
+    first.commit()
+    with pytest.raises(ConcurrentDeleteDeleteError):
+        second.commit()
+    assert dv_files(lake, "p.m") and len(dv_files(lake, "p.m")) == 1  # the loser's DV file is gone
+    assert rows(lake.read_arrow("p.m")) == [(i, i) for i in range(100) if i != 1]
+    assert_every_version_reads_alike(lake, "p.m")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from txlake.delta.actions import Metadata, Protocol
 from txlake.delta.schema import schema_document
 from txlake.errors import UnsupportedFeatureError
@@ -86,6 +88,16 @@ def protocol_for_new_table(schema_string: str) -> Protocol:
     if _schema_uses_type(schema_string, "timestamp_ntz"):
         return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
     return Protocol(1, 2)
+
+
+def with_deletion_vectors(protocol: Protocol, configuration: Mapping[str, str]) -> Protocol:
+    """A new table's ``protocol`` with the ``deletionVectors`` feature when its properties turn DVs on
+    (``delta.enableDeletionVectors=true``): reader version 3, writer version 7, the features (1, 2) implies kept."""
+    if configuration.get("delta.enableDeletionVectors", "").lower() != "true":
+        return protocol
+    readers = tuple(protocol.reader_features or ())
+    writers = tuple(protocol.writer_features or ("appendOnly", "invariants"))
+    return Protocol(3, 7, (*readers, "deletionVectors"), (*writers, "deletionVectors"))
 
 
 def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
