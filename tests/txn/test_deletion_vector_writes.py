@@ -17,6 +17,7 @@ import pytest
 
 import txlake
 from tests.txn.conftest import ACCOUNTS, accounts, delete_with_deletion_vector, rows, update_deletion_vector
+from tests.txn.test_plain_writers import TxlakeFaultHook
 from txlake.delta import DeltaTable
 from txlake.delta.actions import Add, Remove
 from txlake.errors import ConcurrentDeleteDeleteError, ConcurrentDeleteReadError, ConflictError
@@ -28,7 +29,7 @@ LIVE = [(i, i) for i in IDS if i not in DELETED]
 
 def dv_table(lake: txlake.Lakehouse, name: str = "p.t") -> Add:
     """``name`` with ids 0-9 (balance = id) in one file whose DV deletes ids 2 and 5, adopted; returns its add."""
-    lake.create_table(name, ACCOUNTS)
+    lake.create_table(name, ACCOUNTS, if_not_exists=True)
     with lake.transaction() as tx:
         tx.append(name, accounts(IDS, IDS))
     delete_with_deletion_vector(lake, name, DELETED)
@@ -296,3 +297,32 @@ def test_concurrent_merge_on_read_deletes_of_one_file_conflict(local_lake: txlak
     assert dv_files(lake, "p.m") and len(dv_files(lake, "p.m")) == 1  # the loser's DV file is gone
     assert rows(lake.read_arrow("p.m")) == [(i, i) for i in range(100) if i != 1]
     assert_every_version_reads_alike(lake, "p.m")
+
+
+def test_a_compensated_publication_gives_a_file_back_its_deletion_vector(local_lake: txlake.Lakehouse) -> None:
+    """A transaction deletes rows of a DV file (merge-on-read) and of another table; a plain writer's delete on
+    the other table during publication aborts it, so its commit on the first table is compensated: the inverse
+    removes the file with the new DV and re-adds it with its old one (not without a DV: rows would come back)."""
+    lake = local_lake
+    for name in ("p.x", "p.y"):
+        lake.create_table(name, ACCOUNTS)
+    # tables publish in id order: the DV table is the first, the plain writer races the second
+    a, b = sorted((lake.snapshot().entry(n) for n in ("p.x", "p.y")), key=lambda e: e.id)
+    original = dv_table(lake, a.name)
+    with lake.transaction() as tx:
+        tx.append(b.name, accounts([1], [10]))
+    racer = TxlakeFaultHook(lambda: deltalake.DeltaTable(lake.store.url(b.path)).delete("id = 1"))
+    tx = lake.transaction("snapshot")
+    assert tx.delete(a.name, where="id = 1") == 1
+    tx.update(b.name, set={"balance": "11"}, where="id = 1")
+    lake.store.faults.add(racer.rule(f"{b.path}/_delta_log/"))
+    with pytest.raises(ConflictError):
+        tx.commit()
+    assert racer.fired
+    adds, removes = last_commit(lake, a.name)
+    assert [(a_.path, a_.deletion_vector) for a_ in adds] == [(original.path, original.deletion_vector)]
+    assert [(r.path, r.deletion_vector and r.deletion_vector.cardinality) for r in removes] == [(original.path, 3)]
+    assert rows(DeltaTable(lake.store, a.path).read_arrow()) == LIVE == deltars_rows(lake, a.name)
+    lake.sync()
+    assert rows(lake.read_arrow(a.name)) == LIVE
+    assert_every_version_reads_alike(lake, a.name)
