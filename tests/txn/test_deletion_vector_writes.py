@@ -326,3 +326,23 @@ def test_a_compensated_publication_gives_a_file_back_its_deletion_vector(local_l
     lake.sync()
     assert rows(lake.read_arrow(a.name)) == LIVE
     assert_every_version_reads_alike(lake, a.name)
+
+
+def test_merge_on_read_on_a_partitioned_table(local_lake: txlake.Lakehouse) -> None:
+    """Predicates over data and partition columns; a partition-only predicate empties (removes) its file."""
+    lake = local_lake
+    lake.create_table(
+        "p.parts", "id long, part string", partition_by=["part"], properties={"delta.enableDeletionVectors": "true"}
+    )
+    with lake.transaction() as tx:
+        tx.append("p.parts", pa.table({"id": list(range(10)), "part": ["a"] * 5 + ["b"] * 5}))
+    with lake.transaction() as tx:
+        assert tx.delete("p.parts", where="part = 'a' and id > 2") == 2
+    adds, _ = last_commit(lake, "p.parts")
+    assert [a.partition_values for a in adds] == [{"part": "a"}] and adds[0].deletion_vector is not None
+    with lake.transaction() as tx:
+        assert tx.delete("p.parts", where="part = 'b'") == 5
+    adds, removes = last_commit(lake, "p.parts")
+    assert not adds and [r.partition_values for r in removes] == [{"part": "b"}]
+    assert rows(lake.read_arrow("p.parts")) == [(0, "a"), (1, "a"), (2, "a")] == deltars_rows(lake, "p.parts")
+    assert_every_version_reads_alike(lake, "p.parts")
