@@ -486,6 +486,24 @@ def test_precision(name: str, level: Level, layout: Layout, lake: Lakehouse) -> 
     h.assert_outcomes(CASES[name].expect(level, layout))
 
 
+DV_CASES = ["G0", "G1c", "OTV", "PMP-write", "P4", "G-single-write-1", "G2-item", "G2", "WS-DML-skew"]
+"""A representative subset (write-write, read-write and predicate conflicts) run on deletion-vector tables."""
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("name", DV_CASES)
+def test_safety_and_precision_on_deletion_vector_tables(
+    name: str, level: Level, layout: Layout, lake: Lakehouse
+) -> None:
+    """Every file a case rewrites has a deletion vector: the same outcomes, and the ghost rows never come back."""
+    h = Hermitage(lake, level, layout, deletion_vectors=True)
+    snap = lake.snapshot()
+    assert all(a.deletion_vector is not None for t in h.tables for a in snap.delta_snapshot(t).files.values())
+    CASES[name].run(h)
+    h.assert_outcomes(CASES[name].expect(level, layout))
+
+
 def _value(tx: Transaction, name: str, ident: int) -> int:
     (value,) = tx.read_arrow(name, where=f"id = {ident}").column("value").to_pylist()
     return int(value)

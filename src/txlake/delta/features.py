@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from txlake.delta.actions import Metadata, Protocol
 from txlake.delta.schema import schema_document
 from txlake.errors import UnsupportedFeatureError
 
 # variantType is declared by delta-rs on tables it upgrades to (3, 7) even without variant columns; such tables
 # are plain to read and write, so the feature is supported as long as no column is a variant.
-# deletionVectors is read (rows a DV deletes are dropped) but not written: txlake's writes would have to carry
-# DVs through copy-on-write rewrites and conflict checks, so a table that declares it is refused for writes.
-SUPPORTED_READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolCheck", "variantType"})
+# deletionVectors: rows a DV deletes are dropped on read; writes rewrite a file with a DV without those rows and
+# remove it by (path, DV) (docs/protocol.md, "Deletion vectors"). v2Checkpoint: V2 checkpoints (UUID-named, sidecars)
+# are read; txlake's own checkpoints of such tables are classic-named V2-spec ones (delta/checkpoint.py).
+SUPPORTED_READER_FEATURES = frozenset(
+    {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"}
+)
 SUPPORTED_WRITER_FEATURES = frozenset(
-    {"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+    {
+        "appendOnly",
+        "deletionVectors",
+        "invariants",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",
+    }
 )
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -77,6 +90,16 @@ def protocol_for_new_table(schema_string: str) -> Protocol:
     return Protocol(1, 2)
 
 
+def with_deletion_vectors(protocol: Protocol, configuration: Mapping[str, str]) -> Protocol:
+    """A new table's ``protocol`` with the ``deletionVectors`` feature when its properties turn DVs on
+    (``delta.enableDeletionVectors=true``): reader version 3, writer version 7, the features (1, 2) implies kept."""
+    if configuration.get("delta.enableDeletionVectors", "").lower() != "true":
+        return protocol
+    readers = tuple(protocol.reader_features or ())
+    writers = tuple(protocol.writer_features or ("appendOnly", "invariants"))
+    return Protocol(3, 7, (*readers, "deletionVectors"), (*writers, "deletionVectors"))
+
+
 def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
     """Raise :class:`UnsupportedFeatureError` if committing to this table could break its protocol."""
     check_read_support(protocol, metadata, table=table)
@@ -84,10 +107,6 @@ def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | 
     if v > MAX_WRITER_VERSION:
         raise UnsupportedFeatureError(f"{table} needs writer version {v}", table=table, feature=f"writerVersion{v}")
     if v == 7:
-        if "deletionVectors" in (protocol.writer_features or ()):  # the feature a reader most likely meets
-            raise UnsupportedFeatureError(
-                f"{table} uses deletion vectors (read only)", table=table, feature="deletionVectors"
-            )
         for feature in protocol.writer_features or ():
             if feature not in SUPPORTED_WRITER_FEATURES:
                 raise UnsupportedFeatureError(f"{table} uses writer feature {feature}", table=table, feature=feature)

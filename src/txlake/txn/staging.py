@@ -12,7 +12,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove
-from txlake.delta.files import decode_path, read_file, read_files, resolve_file, write_data_files
+from txlake.delta.dv import unique_id
+from txlake.delta.files import (
+    decode_path,
+    load_deletion_vector,
+    read_file,
+    read_files,
+    resolve_file,
+    write_data_files,
+    write_deletion_vectors,
+)
+from txlake.delta.roaring import U64Array
 from txlake.delta.schema import conform, normalize_schema, schema_from_json
 from txlake.delta.state import Snapshot
 from txlake.errors import PredicateError, SchemaMismatchError
@@ -47,6 +57,8 @@ class TableWork:
     query_predicates: list[str | None] = field(default_factory=list)
     query_files: set[str] = field(default_factory=set)
     only_appends: bool = True
+    dv_files: list[str] = field(default_factory=list)
+    """Keys of the deletion-vector files this transaction wrote (deleted if it never commits)."""
 
     # ------------------------------------------------------------------------------------------- view
 
@@ -253,8 +265,14 @@ class TableWork:
         numbers of files removed and added."""
         current = {a.path: a for a in self.live_files()}
         self.record_dml(None, current.values())
-        removed = [a for p, a in current.items() if p not in files]
-        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in current]
+        # a logical file is (path, DV): a data file whose deletion vector changed since is removed and re-added
+        same = {
+            p
+            for p, a in current.items()
+            if p in files and unique_id(files[p].deletion_vector) == unique_id(a.deletion_vector)
+        }
+        removed = [a for p, a in current.items() if p not in same]
+        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in same]
         for add in removed:
             self._drop_file(add)
         self._stage_adds(added)
@@ -289,6 +307,62 @@ class TableWork:
                 touched += changed
                 self.replace_file(add, new_rows)
         self.operations.append(operation)
+        return touched
+
+    @property
+    def writes_deletion_vectors(self) -> bool:
+        """Whether DELETE marks rows deleted with deletion vectors (merge-on-read) instead of rewriting files: the
+        table supports the ``deletionVectors`` writer feature and ``delta.enableDeletionVectors`` is ``true``."""
+        protocol = self.created_protocol or (self.snapshot.protocol if self.snapshot is not None else None)
+        supported = protocol is not None and "deletionVectors" in (protocol.writer_features or ())
+        return supported and self.metadata.configuration.get("delta.enableDeletionVectors", "").lower() == "true"
+
+    def delete_with_deletion_vectors(self, where: str | None, transform: RowTransform) -> int:
+        """Merge-on-read DELETE: a data file with matching rows keeps its data and gets a deletion vector of its
+        old DV's rows plus the matching ones (remove ``(path, old DV)``, add ``(path, new DV)``); a file left with
+        no row is removed. Files this transaction wrote itself, or without ``numRecords`` (a DV needs it), are
+        rewritten by ``transform`` instead. The new DVs go to one DV file. Returns the number of rows deleted."""
+        predicate = self.bind(where)
+        files = self.candidates(predicate)
+        self.record_dml(where, files)
+        columns = sorted(predicate.columns) if predicate is not None else []
+        touched = 0
+        marked: list[tuple[Add, U64Array]] = []
+        for add in files:
+            own = add.path in self.added and add.path not in self.removed
+            if predicate is None or own or add.num_records is None:
+                new_rows, changed = transform(self.read_one(add), predicate)
+                if changed:
+                    touched += changed
+                    self.replace_file(add, new_rows)
+                continue
+            old = load_deletion_vector(self.store, self.entry.path, add, table=self.entry.name)
+            physical = read_file(
+                self.store,
+                self.entry.path,
+                dataclasses.replace(add, deletion_vector=None),
+                self.schema,
+                self.partition_columns,
+                columns=columns or self.schema.names[:1],
+                table=self.entry.name,
+            )
+            hits = np.flatnonzero(predicate.matches(physical).fill_null(False).to_numpy(zero_copy_only=False))
+            deleted = np.union1d(old, hits.astype(np.uint64))
+            if len(deleted) == len(old):
+                continue
+            touched += len(deleted) - len(old)
+            if len(deleted) == physical.num_rows:
+                self._drop_file(add)
+            else:
+                marked.append((add, deleted))
+        if marked:
+            key, descriptors = write_deletion_vectors(self.store, self.entry.path, [d for _, d in marked])
+            self.dv_files.append(key)
+            for (add, _), dv in zip(marked, descriptors, strict=True):
+                if add.path not in self.added:  # a snapshot file; one already marked here was removed then
+                    self.removed[add.path] = add.remove()
+                self.added[add.path] = dataclasses.replace(add, deletion_vector=dv, data_change=True)
+        self.operations.append("DELETE")
         return touched
 
     def rewrite_as(self, schema: pa.Schema, transform: RowTransform) -> None:
@@ -348,10 +422,13 @@ class TableWork:
         return ops[0] if len(ops) == 1 else "TXLAKE TRANSACTION"
 
     def discard(self) -> None:
-        """Delete every data file this transaction wrote to the table (it was never published)."""
+        """Delete every data and deletion-vector file this transaction wrote to the table (it was never published)."""
         for add in self.added.values():
             self._delete_own(add)
         self.added.clear()
+        for key in self.dv_files:
+            self.store.delete(key)
+        self.dv_files.clear()
 
     def _delete_own(self, add: Add) -> None:
         """Delete a data file this transaction wrote. Only such a file: its name carries the txid (``part-<txid>-``);

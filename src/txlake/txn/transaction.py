@@ -25,7 +25,7 @@ from txlake.arguments import (
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
-from txlake.delta.features import check_write_support, protocol_for_new_table
+from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import decode_path, resolve_file
 from txlake.delta.log import DeltaLog
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
@@ -269,7 +269,7 @@ class Transaction:
 
     def _writable(self, name: str) -> TableWork:
         """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
-        a feature txlake does not honour when writing (deletion vectors, CHECK constraints, ...)."""
+        a feature txlake does not honour when writing (CHECK constraints, row tracking, ...)."""
         work = self._table(name)
         if work.snapshot is not None:
             check_write_support(work.snapshot.protocol, work.snapshot.metadata, table=work.entry.name)
@@ -361,7 +361,9 @@ class Transaction:
             self._ctx.store,
             self.txid,
             created_metadata=metadata,
-            created_protocol=protocol_for_new_table(metadata.schema_string),
+            created_protocol=with_deletion_vectors(
+                protocol_for_new_table(metadata.schema_string), metadata.configuration
+            ),
         )
 
     def register_table(self, name: str, location: str) -> int:
@@ -849,12 +851,16 @@ class Transaction:
         """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted.
 
         With a data engine (``connect(..., spark=)``) this is a Spark job over the candidate files (Spark SQL
-        semantics); ``engine="arrow"`` runs it in this process instead, ``engine="spark"`` requires Spark.
+        semantics); ``engine="arrow"`` runs it in this process instead, ``engine="spark"`` requires Spark. On the
+        Arrow path, a table with ``delta.enableDeletionVectors=true`` (and the ``deletionVectors`` feature) gets
+        deletion vectors instead of rewritten files (merge-on-read).
         """
         work = self._writable(name)
         data_engine = self._dml_engine(engine)
         if data_engine is not None:
             return self._rewrite_engine(data_engine, work, where, "DELETE")
+        if work.writes_deletion_vectors:
+            return work.delete_with_deletion_vectors(where, lambda rows, p: delete_rows(rows, p))
         return work.rewrite(where, "DELETE", lambda rows, p: delete_rows(rows, p))
 
     def update(self, name: str, set: Mapping[str, str], where: str | None = None, *, engine: DmlEngine = "auto") -> int:
