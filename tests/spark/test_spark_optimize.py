@@ -89,3 +89,22 @@ def test_zorder_key_orders_nulls_last_and_interleaves() -> None:
     assert max(key) == key[6]  # the null sorts after every value
     strings = zorder_key([pa.array(["b", "a", None, "zz"])], [pa.array(["a", "b"])], 8).to_pylist()
     assert strings[1] < strings[0] < strings[3] < strings[2]
+
+
+def test_spark_compaction_of_files_with_deletion_vectors(tmp_path: Path, spark: SparkSession) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri(), spark=spark)
+    lake.create_table("s.dv", "id bigint, v string", properties={"delta.enableDeletionVectors": "true"})
+    for start in (0, 10, 20):
+        with lake.transaction() as tx:
+            tx.append("s.dv", pa.table({"id": list(range(start, start + 10)), "v": ["x"] * 10}))
+    with lake.transaction() as tx:
+        assert tx.delete("s.dv", "id % 3 = 0", engine="arrow") == 10  # merge-on-read: deletion vectors
+    files = lake.snapshot().delta_snapshot("s.dv").files.values()
+    assert all(a.deletion_vector is not None for a in files)
+    expected = sorted(i for i in range(30) if i % 3)
+    metrics = lake.optimize("s.dv", engine="spark")
+    assert (metrics.files_removed, metrics.files_added) == (3, 1)
+    assert sorted(lake.read_arrow("s.dv")["id"].to_pylist()) == expected
+    assert sorted(deltars_read(lake.table_location("s.dv"))["id"].to_pylist()) == expected
+    (compacted,) = lake.snapshot().delta_snapshot("s.dv").files.values()
+    assert compacted.deletion_vector is None and compacted.num_records == 20

@@ -486,7 +486,7 @@ class Transaction:
             ScanSpec(location, tuple(rewritten)), WriteSpec(location, self.txid), files=len(bins), zorder_by=zorder
         )
         try:
-            expected = [a.num_records for a in rewritten]
+            expected = [a.live_records for a in rewritten]  # (rows a deletion vector deletes are not read)
             if None not in expected and sum(n for n in expected if n is not None) != written.num_rows:
                 raise TxlakeError(
                     f"optimize of {work.entry.name}: the engine wrote {written.num_rows} rows, the "
