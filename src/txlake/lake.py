@@ -442,9 +442,16 @@ class Lakehouse:
 
     # ------------------------------------------------------------------------------------ transactions
 
-    def transaction(self, isolation: Isolation = "serializable") -> Transaction:
-        """Begin a transaction at the latest lakehouse version (use it as a context manager)."""
-        return Transaction(self._ctx, isolation)
+    def transaction(self, isolation: Isolation = "serializable", *, redo: bool = True) -> Transaction:
+        """Begin a transaction at the latest lakehouse version (use it as a context manager).
+
+        ``redo`` (default): when a concurrent commit changed data a statement read or rewrote, the commit
+        re-executes that table's statements on the newer data instead of failing (the others keep their files;
+        ``CommitResult.redone`` counts them), unless the transaction read data (``read_arrow``, ``read``): what
+        the application did with it cannot be redone, so the conflict is raised. ``redo=False`` raises every
+        conflict.
+        """
+        return Transaction(self._ctx, isolation, redo=redo)
 
     def transaction_status(self, txid: str, version: int | None = None, *, search: int = 1000) -> TransactionStatus:
         """Whether transaction ``txid`` committed, aborted, or is not decided yet.
@@ -484,13 +491,18 @@ class Lakehouse:
         retries: int = 10,
         base_delay: float = 0.01,
         max_delay: float = 1.0,
+        redo: bool = True,
     ) -> T:
-        """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter)."""
+        """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter).
+
+        Conflicts the commit resolves by redo (see :meth:`transaction`) never reach here: only those after a
+        data read, or on the schema or catalog, make ``fn`` run again.
+        """
         callable_argument(fn, "fn")
         number_argument(retries, "retries", minimum=0, integer=True)
         attempt = 0
         while True:
-            tx = self.transaction(isolation)
+            tx = self.transaction(isolation, redo=redo)
             try:
                 value = fn(tx)
                 if tx.status == "active":

@@ -560,7 +560,7 @@ def test_p4_without_retry_raises_and_loses_nothing(lake: Lakehouse) -> None:
 def test_closed_after_commit_abort_and_conflict(level: Level, lake: Lakehouse) -> None:
     """A transaction is unusable once committed, aborted, or failed by a conflict."""
     h = Hermitage(lake, level, "two_files")
-    committed, aborted, loser = (lake.transaction(isolation=level) for _ in range(3))
+    committed, aborted, loser = (lake.transaction(isolation=level, redo=False) for _ in range(3))
     committed.update("h.test", set={"value": "11"}, where="id = 1")
     loser.update("h.test", set={"value": "12"}, where="id = 1")
     committed.commit()
@@ -596,7 +596,7 @@ def test_aborted_transactions_leave_no_files_and_no_version(lake: Lakehouse) -> 
     assert _files_of(lake, aborted.txid)
     aborted.abort()
     assert _files_of(lake, aborted.txid) == []
-    winner, loser = lake.transaction(), lake.transaction()
+    winner, loser = lake.transaction(), lake.transaction(redo=False)
     winner.update("h.b", set={"value": "21"}, where="id = 2")
     loser.update("h.a", set={"value": "11"}, where="id = 1")
     loser.update("h.b", set={"value": "22"}, where="id = 2")

@@ -158,7 +158,7 @@ def test_a_plain_dv_update_conflicts_with_a_txlake_read_of_the_file(local_lake: 
     tx = lake.transaction(level)  # type: ignore[arg-type]
     assert tx.delete("p.t", where="id = 8") == 1  # reads (and rewrites) the file...
     tx.abort()
-    tx = lake.transaction(level)  # type: ignore[arg-type]
+    tx = lake.transaction(level, redo=False)  # type: ignore[arg-type]
     assert tx.delete("p.t", where="id = 3 and balance = 4") == 0  # ...reads it, changes nothing
     tx.append("p.other", accounts([1], [1]))
     update_deletion_vector(lake, "p.t", original.path, [*DELETED, 8])
@@ -288,7 +288,7 @@ def test_concurrent_merge_on_read_deletes_of_one_file_conflict(local_lake: txlak
     lake = local_lake
     mor_table(lake)
     first = lake.transaction("snapshot")
-    second = lake.transaction("snapshot")
+    second = lake.transaction("snapshot", redo=False)
     assert first.delete("p.m", where="id = 1") == 1
     assert second.delete("p.m", where="id = 2") == 1
     first.commit()
@@ -296,6 +296,21 @@ def test_concurrent_merge_on_read_deletes_of_one_file_conflict(local_lake: txlak
         second.commit()
     assert dv_files(lake, "p.m") and len(dv_files(lake, "p.m")) == 1  # the loser's DV file is gone
     assert rows(lake.read_arrow("p.m")) == [(i, i) for i in range(100) if i != 1]
+    assert_every_version_reads_alike(lake, "p.m")
+
+
+def test_a_redone_merge_on_read_delete_extends_the_winners_deletion_vector(local_lake: txlake.Lakehouse) -> None:
+    """With redo the second delete runs again on the file as the first left it: its new DV deletes both rows,
+    and the DV file it wrote first is deleted."""
+    lake = local_lake
+    mor_table(lake)
+    first, second = lake.transaction("snapshot"), lake.transaction("snapshot")
+    assert first.delete("p.m", where="id = 1") == 1
+    assert second.delete("p.m", where="id = 2") == 1
+    first.commit()
+    assert second.commit().redone == 1
+    assert rows(lake.read_arrow("p.m")) == [(i, i) for i in range(100) if i not in (1, 2)]
+    assert len(dv_files(lake, "p.m")) == 2  # the winner's and the redone one's
     assert_every_version_reads_alike(lake, "p.m")
 
 

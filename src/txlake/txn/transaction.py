@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import re
@@ -11,7 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import pyarrow as pa
 
@@ -35,6 +36,9 @@ from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
 from txlake.errors import (
     CatalogChangedError,
     CommitStateUnknownError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
     ConcurrentTransactionError,
     ConflictError,
     CorruptLogError,
@@ -100,6 +104,41 @@ TxStatus = Literal["active", "committed", "aborted", "unknown"]
 """``unknown``: the commit raised :class:`CommitStateUnknownError` (it may still be rolled forward)."""
 _log = logging.getLogger("txlake")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+REDO_CONFLICTS = (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDeleteDeleteError)
+"""Conflicts a redo resolves: another commit changed data a statement read or rewrote (not the schema,
+protocol, catalog or an application transaction id)."""
+REPLAYABLE_OPERATIONS = frozenset({"WRITE", "OVERWRITE", "DELETE", "UPDATE", "MERGE"})
+MAX_REDOS = 100
+"""Redos per commit (and the commit timeout) before the conflict is raised: a table rewritten again and again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """A data statement as the application issued it, to re-execute on a newer snapshot (redo)."""
+
+    method: str
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def _statement(method: F) -> F:
+    """Record a successful data statement (append, overwrite, delete, update, merge) for redo."""
+
+    @functools.wraps(method)
+    def run(self: Transaction, name: str, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, name, *args, **kwargs)
+        if not self._replaying:
+            entry = self._view.table_by_name(name) if isinstance(name, str) else None
+            if entry is not None:
+                self._statements.setdefault(entry.id, []).append(_Statement(method.__name__, name, args, kwargs))
+        return result
+
+    return cast(F, run)
+
+
 DmlEngine = Literal["auto", "arrow", "spark"]
 """Where UPDATE/DELETE run: the data engine when the lakehouse has one (``auto``), Arrow, or the data engine."""
 
@@ -148,6 +187,8 @@ class CommitResult:
     table_versions: Mapping[str, int] = field(default_factory=dict)
     read_only: bool = False
     rebases: int = 0
+    redone: int = 0
+    """Statements re-executed on a newer snapshot because a concurrent commit conflicted with them (redo)."""
 
 
 class Transaction:
@@ -158,11 +199,20 @@ class Transaction:
     commits when it succeeds and aborts when it raises. A transaction cannot be reused.
     """
 
-    def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable") -> None:
+    def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable", *, redo: bool = True) -> None:
         if isolation not in ISOLATION_LEVELS:
             raise InvalidArgumentError(
                 f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}", argument="isolation"
             )
+        if not isinstance(redo, bool):
+            raise InvalidArgumentTypeError(f"redo must be True or False, got {redo!r}", argument="redo")
+        # redo: on a data conflict, re-execute the conflicting tables' statements on the newer snapshot instead
+        # of failing, unless the application read data in this transaction (it may have used what it read)
+        self._redo = redo
+        self._replaying = False
+        self._statements: dict[str, list[_Statement]] = {}
+        self._read_data = False
+        self._redone = 0
         self._ctx = ctx
         self.isolation: Isolation = isolation
         self._policy = IsolationPolicy(isolation)
@@ -696,7 +746,12 @@ class Transaction:
     # ------------------------------------------------------------------------------------------ reads
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows of ``name`` matching ``where`` as this transaction sees them (its snapshot + own writes)."""
+        """Rows of ``name`` matching ``where`` as this transaction sees them (its snapshot + own writes).
+
+        The application may use what it read in later statements, so after a read a conflict is never resolved
+        by redo: it is raised (``lake.run`` then runs the whole function again).
+        """
+        self._read_data = True
         return self._table(name).scan(where, columns)
 
     def read(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> Any:
@@ -708,6 +763,7 @@ class Transaction:
         """
         engine = self._ctx.require_engine()
         work = self._table(name)
+        self._read_data = True  # (as read_arrow: no redo after a read)
         files = work.plan_query(engine.pruning_predicate(where, work.schema), columns)
         return engine.read(ScanSpec(self._location(work), tuple(files)), where=where, columns=columns)
 
@@ -727,6 +783,7 @@ class Transaction:
             )
         return engine
 
+    @_statement
     def append(self, name: str, data: pa.Table | Any, *, schema_mode: Literal["strict", "merge"] = "strict") -> int:
         """Stage ``data`` (an Arrow table or a Spark DataFrame) as new rows of ``name``; returns the row count.
 
@@ -758,6 +815,7 @@ class Transaction:
         if extra:
             self.alter_table(name, add_columns=pa.schema(extra))
 
+    @_statement
     def overwrite(self, name: str, data: pa.Table | Any, where: str | None = None) -> int:
         """Replace all rows (or the rows matching ``where``) with ``data``; every row of ``data`` must match."""
         if not isinstance(data, pa.Table):
@@ -847,6 +905,7 @@ class Transaction:
             work.delete_unstaged(adds)
             raise
 
+    @_statement
     def delete(self, name: str, where: str | None = None, *, engine: DmlEngine = "auto") -> int:
         """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted.
 
@@ -863,6 +922,7 @@ class Transaction:
             return work.delete_with_deletion_vectors(where, lambda rows, p: delete_rows(rows, p))
         return work.rewrite(where, "DELETE", lambda rows, p: delete_rows(rows, p))
 
+    @_statement
     def update(self, name: str, set: Mapping[str, str], where: str | None = None, *, engine: DmlEngine = "auto") -> int:
         """``UPDATE name SET col = expr, ... WHERE where``; expressions are Spark SQL strings.
 
@@ -889,6 +949,7 @@ class Transaction:
         bound = {real: parse_expression(expr).bind(schema) for real, expr in columns.items()}
         return work.rewrite(where, "UPDATE", lambda rows, p: update_rows(rows, bound, p))
 
+    @_statement
     def merge(
         self,
         name: str,
@@ -1005,10 +1066,19 @@ class Transaction:
         # fail and names the winner); when racing others it is likely stale, and a lost claim costs more
         fresh = not self._ctx.racing and time.monotonic() - self._started < START_VIEW_REUSE
         view = self._start_view if fresh else self._ctx.view()
+        redos = 0
         while True:
             claimed = view.claimed_state()
             self._validate_catalog(claimed)
-            bases = self._validate_tables(view, claimed, checked, seen)
+            try:
+                bases = self._validate_tables(view, claimed, checked, seen)
+            except ConflictError as exc:
+                redone = self._redo_after(exc, redos, checked, seen) if time.monotonic() < deadline else None
+                if redone is None:
+                    raise
+                redos += 1
+                view = redone
+                continue
             record = self._record(view, bases)
             if not record.tables and not record.catalog:
                 return CommitResult(view.decided.version, self.read_version, read_only=True)
@@ -1068,7 +1138,73 @@ class Transaction:
                 self._ctx.after_commit(record.version)
             except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
                 _log.warning("txlake: after committing global version %d: %s", record.version, exc)
-            return CommitResult(record.version, self.read_version, self._versions(published.outcome), rebases=rebases)
+            return CommitResult(
+                record.version,
+                self.read_version,
+                self._versions(published.outcome),
+                rebases=rebases,
+                redone=self._redone,
+            )
+
+    def _redo_after(
+        self, conflict: ConflictError, redos: int, checked: dict[str, int], seen: set[tuple[str, int]]
+    ) -> LogView | None:
+        """Resolve a data conflict by redo: re-execute the conflicting table's statements on its newest decided
+        snapshot (this transaction's other tables keep what they staged); the newer view to validate again, or
+        ``None`` when redo does not apply and the conflict stands.
+
+        Sound because every statement redone reads only its own table (and literals or sources the application
+        passed in), and the application read no data in this transaction: the transaction is then equivalent
+        to one that ran all its statements at the newer version, where its other tables, validated up to it,
+        hold what they held at its start for everything it touched. See docs/protocol.md, "Redo".
+        """
+        if not self._redo or self._read_data or self._claimed is not None or not isinstance(conflict, REDO_CONFLICTS):
+            return None
+        entry = self._view.table_by_name(conflict.table) if conflict.table else None
+        if redos >= MAX_REDOS or entry is None or entry.id in self._unadopted:
+            return None
+        work = self._work.get(entry.id)
+        statements = self._statements.get(entry.id)
+        if (
+            work is None
+            or work.snapshot is None
+            or not statements
+            or work.new_metadata is not None
+            or any(op not in REPLAYABLE_OPERATIONS for op in work.operations)
+        ):
+            return None
+        # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
+        # their lease), not just the one that conflicted: under contention each redo would meet the next one
+        view = self._ctx.view()
+        claims = [p.record.version for p in view.pending if _changes(p.record, entry.id)]
+        last = max([*claims, conflict.winning_version or -1])
+        if last > view.decided.version:
+            self._or_unknown(last, lambda: self._ctx.await_prefix(last))
+            view = self._ctx.view()
+        decided = view.decided
+        if entry.id not in decided.tables:
+            return None  # dropped meanwhile: the catalog validation reports it
+        snapshot = self._ctx.snapshots.get(entry, decided.table_versions[entry.id])
+        _log.debug(
+            "txlake: %s redoes %d statement(s) on %s at Delta version %d",
+            self.txid,
+            len(statements),
+            entry.name,
+            snapshot.version,
+        )
+        work.discard()
+        self._work[entry.id] = TableWork(entry, snapshot, self._ctx.store, self.txid)
+        self._replaying = True
+        try:
+            for statement in statements:
+                getattr(self, statement.method)(statement.name, *statement.args, **statement.kwargs)
+        finally:
+            self._replaying = False
+        checked[entry.id] = snapshot.version
+        seen.difference_update({key for key in seen if key[0] == entry.id})
+        self._probed.pop(entry.id, None)
+        self._redone += len(statements)
+        return view
 
     def _after_claim(self, record: GlobalRecord) -> None:
         """A transaction that re-adds old files (restore, clone) looks for a vacuum horizon above their version
