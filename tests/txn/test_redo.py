@@ -139,7 +139,7 @@ def test_hot_row_increments_commit_without_aborts(tmp_path: Path, isolation: str
                     tx.append("app.t0", pa.table({"id": [1]}))
                 assert tx.result is not None
                 redone.append(tx.result.redone)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=work) for _ in range(8)]
