@@ -93,9 +93,7 @@ def test_redo_of_delete_merge_and_appends_on_one_table(tmp_path: Path) -> None:
     tx.append("app.acct", pa.table({"k": [3], "v": [300]}))
     tx.delete("app.acct", "k = 2")
     source = pa.table({"k": [1, 4], "v": [5, 400]})
-    tx.merge(
-        "app.acct", source, "t.k = s.k", when_matched_update={"v": "t.v + s.v"}, when_not_matched_insert="*"
-    )
+    tx.merge("app.acct", source, "t.k = s.k", when_matched_update={"v": "t.v + s.v"}, when_not_matched_insert="*")
     with lake.transaction() as other:  # touches both rows tx's statements read
         other.update("app.acct", {"v": "v * 2"}, "k IN (1, 2)")
     result = tx.commit()
