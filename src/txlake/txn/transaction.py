@@ -110,6 +110,8 @@ REDO_CONFLICTS = (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDe
 """Conflicts a redo resolves: another commit changed data a statement read or rewrote (not the schema,
 protocol, catalog or an application transaction id)."""
 REPLAYABLE_OPERATIONS = frozenset({"WRITE", "OVERWRITE", "DELETE", "UPDATE", "MERGE"})
+REDO_BASE_DELAY = 0.01
+REDO_MAX_DELAY = 1.0
 MAX_REDOS = 100
 """Redos per commit (and the commit timeout) before the conflict is raised: a table rewritten again and again."""
 
@@ -1190,6 +1192,8 @@ class Transaction:
             or any(op not in REPLAYABLE_OPERATIONS for op in work.operations)
         ):
             return None
+        if redos:  # conflicted again after a redo: a hot table; back off (full jitter) as lake.run does
+            time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**redos)))
         # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
         # their lease), not just the one that conflicted: under contention each redo would meet the next one
         view = self._ctx.view()
