@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from txlake.delta.actions import Metadata, Protocol
+from txlake.delta.colmap import mapping_mode
 from txlake.delta.schema import schema_document
 from txlake.errors import UnsupportedFeatureError
 
@@ -10,16 +13,19 @@ from txlake.errors import UnsupportedFeatureError
 # are plain to read and write, so the feature is supported as long as no column is a variant.
 # deletionVectors is read (rows a DV deletes are dropped) but not written: txlake's writes would have to carry
 # DVs through copy-on-write rewrites and conflict checks, so a table that declares it is refused for writes.
-SUPPORTED_READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "vacuumProtocolCheck", "variantType"})
+SUPPORTED_READER_FEATURES = frozenset(
+    {"columnMapping", "deletionVectors", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+)
 SUPPORTED_WRITER_FEATURES = frozenset(
-    {"appendOnly", "invariants", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+    {"appendOnly", "columnMapping", "invariants", "timestampNtz", "vacuumProtocolCheck", "variantType"}
 )
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
 
-def _column_mapping(metadata: Metadata) -> bool:
-    return metadata.configuration.get("delta.columnMapping.mode", "none").lower() not in {"", "none"}
+def _column_mapping(configuration: Mapping[str, str]) -> bool:
+    """Whether the table maps columns (``ValueError`` for a mode txlake does not know)."""
+    return mapping_mode(configuration) != "none"
 
 
 def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
@@ -36,8 +42,10 @@ def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | N
                 raise UnsupportedFeatureError(f"{table} uses reader feature {feature}", table=table, feature=feature)
     if _schema_uses_type(metadata.schema_string, "variant"):
         raise UnsupportedFeatureError(f"{table} has variant columns", table=table, feature="variantType")
-    if _column_mapping(metadata):
-        raise UnsupportedFeatureError(f"{table} uses column mapping", table=table, feature="columnMapping")
+    try:
+        _column_mapping(metadata.configuration)
+    except ValueError as exc:
+        raise UnsupportedFeatureError(f"{table}: {exc}", table=table, feature="columnMapping") from exc
 
 
 def _schema_has_key(schema_string: str, key_prefix: str) -> bool:
@@ -70,10 +78,17 @@ def _schema_uses_type(schema_string: str, type_name: str) -> bool:
     return walk(schema_document(schema_string))
 
 
-def protocol_for_new_table(schema_string: str) -> Protocol:
-    """The least protocol a new table with this schema needs: (1, 2), or (3, 7) + ``timestampNtz``."""
-    if _schema_uses_type(schema_string, "timestamp_ntz"):
-        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
+def protocol_for_new_table(schema_string: str, configuration: Mapping[str, str] | None = None) -> Protocol:
+    """The least protocol a new table with this schema needs: (1, 2), (2, 5) with column mapping (as Spark
+    creates it), or (3, 7) with the features (``timestampNtz``, ``columnMapping``)."""
+    features = ["timestampNtz"] if _schema_uses_type(schema_string, "timestamp_ntz") else []
+    mapped = _column_mapping(configuration or {})
+    if mapped and not features:
+        return Protocol(2, 5)
+    if mapped:
+        features.insert(0, "columnMapping")
+    if features:
+        return Protocol(3, 7, tuple(features), tuple(features))
     return Protocol(1, 2)
 
 
