@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from txlake.errors import UnsupportedFeatureError
+
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 COLUMN_ID = "delta.columnMapping.id"
 MODE = "delta.columnMapping.mode"
@@ -229,3 +231,62 @@ def max_column_id(fields: Iterable[pa.Field]) -> int:
     for f in fields:
         best = max(best, column_id(f) or 0, max_column_id(_children(f.type)))
     return best
+
+
+def mapped_for_new_table(
+    schema: pa.Schema, configuration: Mapping[str, str] | None
+) -> tuple[pa.Schema, dict[str, str]]:
+    """A new table's schema and configuration: with ``delta.columnMapping.mode`` ``name`` or ``id``, every field
+    gets a fresh physical name and id and the configuration ``delta.columnMapping.maxColumnId``.
+
+    Raises:
+        UnsupportedFeatureError: an unknown mapping mode.
+    """
+    config = dict(configuration or {})
+    try:
+        mode = mapping_mode(config)
+    except ValueError as exc:
+        raise UnsupportedFeatureError(str(exc), feature="columnMapping") from exc
+    if mode == "none":
+        return schema, config
+    fields, max_id = assign([_unmapped(f) for f in schema], 0)
+    config[MAX_COLUMN_ID] = str(max_id)
+    return pa.schema(fields, metadata=schema.metadata), config
+
+
+def _unmapped(field: pa.Field) -> pa.Field:
+    """``field`` without mapping keys a caller's schema may carry over from another table (at every level)."""
+    metadata = {
+        k: v for k, v in (field.metadata or {}).items() if k not in (PHYSICAL_NAME.encode(), COLUMN_ID.encode())
+    }
+    dtype = field.type
+    if pa.types.is_struct(dtype):
+        dtype = pa.struct([_unmapped(f) for f in _children(dtype)])
+    elif pa.types.is_list(dtype):
+        dtype = pa.list_(dtype.value_field.with_type(_unmapped(dtype.value_field).type))
+    elif pa.types.is_large_list(dtype):
+        dtype = pa.large_list(dtype.value_field.with_type(_unmapped(dtype.value_field).type))
+    elif pa.types.is_map(dtype):
+        dtype = pa.map_(
+            dtype.key_field.with_type(_unmapped(dtype.key_field).type),
+            dtype.item_field.with_type(_unmapped(dtype.item_field).type),
+        )
+    return pa.field(field.name, dtype, field.nullable, metadata or None)
+
+
+def mapped_added_columns(
+    fields: Iterable[pa.Field], configuration: Mapping[str, str], existing: Iterable[pa.Field]
+) -> tuple[list[pa.Field], dict[str, str]]:
+    """Columns added to a table that maps columns get fresh physical names and ids above ``maxColumnId``."""
+    config = dict(configuration)
+    if mapping_mode(config) == "none":
+        return list(fields), config
+    existing = list(existing)
+    try:
+        start = int(config.get(MAX_COLUMN_ID) or 0)
+    except ValueError:
+        start = 0
+    start = max(start, max_column_id(existing))
+    out, max_id = assign([_unmapped(f) for f in fields], start)
+    config[MAX_COLUMN_ID] = str(max_id)
+    return out, config
