@@ -200,10 +200,13 @@ class Session:
 class Hermitage:
     """The lakehouse of one case: tables set up in a layout, sessions, and the final checks."""
 
-    def __init__(self, lake: Lakehouse, level: Level, layout: Layout) -> None:
+    def __init__(
+        self, lake: Lakehouse, level: Level, layout: Layout, properties: Mapping[str, str] | None = None
+    ) -> None:
         self.lake = lake
         self.level = level
         self.layout = layout
+        self.properties = properties
         self.home: dict[int, Label] = {1: "A", 2: "B"}
         self.sessions: dict[str, Session] = {}
         self._setup()
@@ -224,7 +227,7 @@ class Hermitage:
 
     def _setup(self) -> None:
         for name in self.tables:
-            self.lake.create_table(name, SCHEMA)
+            self.lake.create_table(name, SCHEMA, properties=self.properties)
         with self.lake.transaction(isolation="snapshot") as tx:
             if self.layout == "one_file":
                 tx.append(self.table("A"), rows_table(INITIAL))
