@@ -115,37 +115,38 @@ def to_physical(data: pa.Table) -> pa.Table:
 # ------------------------------------------------------------------------------------------------- read
 
 
-def _field_ids(fields: Iterable[pa.Field]) -> dict[int, pa.Field]:
-    out = {}
-    for f in fields:
-        raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
-        if raw is not None and raw.strip().lstrip(b"-").isdigit():
-            out[int(raw)] = f
-    return out
+class FileFields:
+    """The fields of one level of a data file's schema, found by name or Parquet field id."""
 
+    def __init__(self, fields: Iterable[pa.Field]) -> None:
+        self.by_name: dict[str, pa.Field] = {}
+        self.by_id: dict[int, pa.Field] = {}
+        for f in fields:
+            self.by_name.setdefault(f.name, f)
+            raw = (f.metadata or {}).get(PARQUET_FIELD_ID)
+            if raw is not None and raw.strip().lstrip(b"-").isdigit():
+                self.by_id.setdefault(int(raw), f)
 
-def find_file_field(field: pa.Field, file_fields: Iterable[pa.Field]) -> pa.Field | None:
-    """The data file's field holding the table's ``field``: by physical name, else by Parquet field id.
+    def find(self, field: pa.Field) -> pa.Field | None:
+        """The data file's field holding the table's ``field``: by physical name, else by Parquet field id.
 
-    A file without the column (written before the column was added) gives ``None``: its values are nulls.
-    """
-    file_fields = list(file_fields)
-    wanted = physical_name(field)
-    for f in file_fields:
-        if f.name == wanted:
-            return f
-    cid = column_id(field)
-    return _field_ids(file_fields).get(cid) if cid is not None else None
+        A file without the column (written before the column was added) gives ``None``: its values are nulls.
+        """
+        found = self.by_name.get(physical_name(field))
+        if found is not None:
+            return found
+        cid = column_id(field)
+        return self.by_id.get(cid) if cid is not None else None
 
 
 def _logical_array(arr: pa.Array, field: pa.Field) -> pa.Array:
     """One chunk of a data file's column as the table's ``field`` (logical names, missing children as nulls)."""
     dtype = field.type
     if pa.types.is_struct(dtype) and pa.types.is_struct(arr.type):
-        file_fields = _children(arr.type)
+        file_fields = FileFields(_children(arr.type))
         children = []
         for child in _children(dtype):
-            found = find_file_field(child, file_fields)
+            found = file_fields.find(child)
             if found is None:
                 children.append(pa.nulls(len(arr), child.type))
             else:

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
-from txlake.delta.colmap import find_file_field, physical_name, to_logical, to_physical
+from txlake.delta.colmap import FileFields, physical_name, to_logical, to_physical
 from txlake.delta.dv import DeletionVectorDescriptor, deleted_rows, file_range, inline_bytes, keep_mask, unframe
 from txlake.delta.roaring import U64Array
 from txlake.delta.schema import cast_problem, spark_type_name
@@ -417,9 +417,10 @@ def read_file(
         # timestamps are microseconds, so read them as such.
         pf = pq.ParquetFile(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
         stored = {}  # logical name -> the file's field (a physical name, or a field id, on mapped tables)
+        file_fields = FileFields(pf.schema_arrow)
         for name in wanted:
             if name not in partition_columns:
-                found = find_file_field(schema.field(name), pf.schema_arrow)
+                found = file_fields.find(schema.field(name))
                 if found is not None:
                     stored[name] = found
         raw = pf.read(columns=[f.name for f in stored.values()])
