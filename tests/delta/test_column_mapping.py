@@ -11,7 +11,15 @@ import pytest
 
 from txlake.delta import DeltaTable
 from txlake.delta.actions import Add
-from txlake.delta.colmap import mapped_for_new_table, physical_name, to_logical, to_physical
+from txlake.delta.colmap import (
+    column_id,
+    is_mapped,
+    mapped_added_columns,
+    mapped_for_new_table,
+    physical_name,
+    to_logical,
+    to_physical,
+)
 from txlake.storage import ObjectStore
 
 
@@ -101,6 +109,14 @@ def test_new_mapped_tables_get_fresh_names_at_every_level_even_for_copied_schema
     assert physical_name(again.field("id")) != physical_name(first.field("id"))
     assert physical_name(again.field("s").type.field(0)).startswith("col-")
     assert mapped_for_new_table(schema, None) == (schema, {})
+    plain, _ = mapped_for_new_table(first, None)  # a mapped table's schema for a plain table: plain names
+    assert plain == schema and not is_mapped(plain)
+    added, config = mapped_added_columns(first, {"delta.columnMapping.mode": "none"}, [])
+    assert not is_mapped(added) and config == {"delta.columnMapping.mode": "none"}
+    added, config = mapped_added_columns(
+        [pa.field("z", pa.int8())], {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "7"}, first
+    )
+    assert column_id(added[0]) == 8 and config["delta.columnMapping.maxColumnId"] == "8"
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])

@@ -117,3 +117,18 @@ def test_deltars_reads_renamed_partition_columns(tmp_path: Path) -> None:
     dt = deltalake.DeltaTable(lake.table_location("s.t"))
     got = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT id, zone FROM t ORDER BY id").read_all())
     assert got.to_pylist() == [{"id": 1, "zone": "eu"}, {"id": 2, "zone": "us"}]
+
+
+def test_a_plain_table_made_from_a_mapped_tables_schema_stays_plain(tmp_path: Path) -> None:
+    lake = _lake(tmp_path)
+    schema = lake.snapshot().schema("s.t")  # carries the physical names in its field metadata
+    lake.create_table("s.copy", schema)
+    with lake.transaction() as tx:
+        tx.append("s.copy", lake.read_arrow("s.t"))
+        tx.append("s.copy", lake.read_arrow("s.t").append_column("extra", pa.array([1, 2])), schema_mode="merge")
+    assert all(physical_name(f) == f.name for f in lake.snapshot().schema("s.copy"))
+    dt = deltalake.DeltaTable(lake.table_location("s.copy"))
+    got = pa.table(deltalake.QueryBuilder().register("t", dt).execute("SELECT v, extra FROM t").read_all())
+    assert sorted(got.to_pylist(), key=str) == sorted(
+        [{"v": "a", "extra": None}, {"v": "b", "extra": None}, {"v": "a", "extra": 1}, {"v": "b", "extra": 2}], key=str
+    )

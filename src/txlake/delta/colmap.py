@@ -248,8 +248,8 @@ def mapped_for_new_table(
         mode = mapping_mode(config)
     except ValueError as exc:
         raise UnsupportedFeatureError(str(exc), feature="columnMapping") from exc
-    if mode == "none":
-        return schema, config
+    if mode == "none":  # a schema read from a mapped table must not make this one look mapped
+        return pa.schema([_unmapped(f) for f in schema], metadata=schema.metadata), config
     fields, max_id = assign([_unmapped(f) for f in schema], 0)
     config[MAX_COLUMN_ID] = str(max_id)
     return pa.schema(fields, metadata=schema.metadata), config
@@ -278,10 +278,11 @@ def _unmapped(field: pa.Field) -> pa.Field:
 def mapped_added_columns(
     fields: Iterable[pa.Field], configuration: Mapping[str, str], existing: Iterable[pa.Field]
 ) -> tuple[list[pa.Field], dict[str, str]]:
-    """Columns added to a table that maps columns get fresh physical names and ids above ``maxColumnId``."""
+    """Columns added to a table that maps columns get fresh physical names and ids above ``maxColumnId``; on
+    other tables they lose any mapping keys they carry (e.g. fields of a schema read from a mapped table)."""
     config = dict(configuration)
     if mapping_mode(config) == "none":
-        return list(fields), config
+        return [_unmapped(f) for f in fields], config
     existing = list(existing)
     try:
         start = int(config.get(MAX_COLUMN_ID) or 0)
