@@ -35,7 +35,7 @@ from txlake.errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
-from txlake.expr import FileStats, parse_predicate
+from txlake.expr import parse_predicate
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, Isolation, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
@@ -44,7 +44,7 @@ from txlake.lakehouse.vacuum import DEFAULT_RETENTION, VacuumReport, highest_hor
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
-from txlake.txn.transaction import CommitResult, OptimizeMetrics, Transaction
+from txlake.txn.transaction import CommitResult, DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
@@ -100,9 +100,7 @@ class LakehouseSnapshot:
         predicate = None
         if where is not None:
             predicate = parse_predicate(where).bind(snap.schema)
-            files = [
-                a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
-            ]
+            files = snap.stats_index.matching(predicate.node)
         try:
             data = read_files(self._ctx.store, entry.path, files, snap.schema, snap.partition_columns, table=entry.name)
         except DataFileNotFoundError as exc:
@@ -131,9 +129,7 @@ class LakehouseSnapshot:
         prune = engine.pruning_predicate(where, snap.schema)
         if prune is not None:
             predicate = parse_predicate(prune).bind(snap.schema)
-            files = [
-                a for a in files if predicate.may_match(FileStats.from_add(a, snap.schema, snap.partition_columns))
-            ]
+            files = snap.stats_index.matching(predicate.node)
         location = TableLocation.of(self._ctx.store, entry, snap.metadata)
         return engine.read(ScanSpec(location, tuple(files)), where=where, columns=columns)
 
@@ -245,11 +241,13 @@ class Lakehouse:
         target_file_size: int | str = "128MB",
         zorder_by: Sequence[str] | None = None,
         retries: int = 10,
+        engine: DmlEngine = "auto",
     ) -> OptimizeMetrics:
-        """Compact a table's small files in its own transaction (see :meth:`Transaction.optimize`), retried
-        when a concurrent commit removed a file it was compacting. Appends never conflict with it."""
+        """Compact a table's small files in its own transaction (see :meth:`Transaction.optimize`; on Spark when
+        the lakehouse has a session, unless ``engine="arrow"``), retried when a concurrent commit removed a file
+        it was compacting. Appends never conflict with it."""
         return self.run(
-            lambda tx: tx.optimize(name, where, target_file_size=target_file_size, zorder_by=zorder_by),
+            lambda tx: tx.optimize(name, where, target_file_size=target_file_size, zorder_by=zorder_by, engine=engine),
             isolation="write_serializable",
             retries=retries,
         )
@@ -444,9 +442,16 @@ class Lakehouse:
 
     # ------------------------------------------------------------------------------------ transactions
 
-    def transaction(self, isolation: Isolation = "serializable") -> Transaction:
-        """Begin a transaction at the latest lakehouse version (use it as a context manager)."""
-        return Transaction(self._ctx, isolation)
+    def transaction(self, isolation: Isolation = "serializable", *, redo: bool = True) -> Transaction:
+        """Begin a transaction at the latest lakehouse version (use it as a context manager).
+
+        ``redo`` (default): when a concurrent commit changed data a statement read or rewrote, the commit
+        re-executes that table's statements on the newer data instead of failing (the others keep their files;
+        ``CommitResult.redone`` counts them), unless the transaction read data (``read_arrow``, ``read``): what
+        the application did with it cannot be redone, so the conflict is raised. ``redo=False`` raises every
+        conflict.
+        """
+        return Transaction(self._ctx, isolation, redo=redo)
 
     def transaction_status(self, txid: str, version: int | None = None, *, search: int = 1000) -> TransactionStatus:
         """Whether transaction ``txid`` committed, aborted, or is not decided yet.
@@ -486,13 +491,18 @@ class Lakehouse:
         retries: int = 10,
         base_delay: float = 0.01,
         max_delay: float = 1.0,
+        redo: bool = True,
     ) -> T:
-        """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter)."""
+        """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter).
+
+        Conflicts the commit resolves by redo (see :meth:`transaction`) never reach here: only those after a
+        data read, or on the schema or catalog, make ``fn`` run again.
+        """
         callable_argument(fn, "fn")
         number_argument(retries, "retries", minimum=0, integer=True)
         attempt = 0
         while True:
-            tx = self.transaction(isolation)
+            tx = self.transaction(isolation, redo=redo)
             try:
                 value = fn(tx)
                 if tx.status == "active":

@@ -8,7 +8,7 @@ from obstore.store import S3Store
 
 from tests.cli.conftest import Txlake
 from txlake.cli.exit_codes import ExitCode, describe_failure
-from txlake.cli.main import is_panic
+from txlake.cli.main import _suggest_choice, is_panic
 from txlake.errors import (
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -111,3 +111,24 @@ def test_a_rust_panic_is_one_internal_error_line() -> None:
     assert failure.code == ExitCode.INTERNAL and "\n" not in failure.message
     assert failure.message.startswith("internal error: PanicException: ")
     assert not is_panic(KeyboardInterrupt()) and not is_panic(SystemExit(0))
+
+
+def test_a_misspelt_command_or_choice_gets_did_you_mean(txlake_cli: Txlake) -> None:
+    run = txlake_cli("tabels")
+    assert run.code == ExitCode.USAGE and "unknown command 'tabels'; did you mean 'tables'?" in run.err
+    run = txlake_cli("optimize", "a.b", "--engine", "sprak")
+    assert run.code == ExitCode.USAGE and "invalid choice 'sprak'; did you mean 'spark'?" in run.err
+    message = "argument COMMAND: invalid choice: 'tabels' (choose from 'init', 'tables', 'tags')"
+    assert _suggest_choice(message) == "unknown command 'tabels'; did you mean 'tables'?"
+    bare = "argument --engine: invalid choice: 'duck' (choose from auto, arrow, spark)"
+    assert _suggest_choice(bare) == "argument --engine: invalid choice 'duck' (choose from auto, arrow, spark)"
+    assert _suggest_choice("the following arguments are required: table") == (
+        "the following arguments are required: table"
+    )
+
+
+def test_init_of_a_memory_lakehouse_is_refused(txlake_cli: Txlake) -> None:
+    run = txlake_cli("init", "memory://x")
+    assert run.code == ExitCode.USAGE and "lives only as long as one process" in run.err
+    run = txlake_cli("tables", "--uri", "memory://x")
+    assert run.code == ExitCode.NOT_FOUND and "only inside the process that made it" in run.err

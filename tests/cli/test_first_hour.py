@@ -435,3 +435,16 @@ def test_a_table_directory_deleted_outside_txlake_points_to_doctor(tmp_path: Pat
     assert listed["s.kept"]["rows"] == 2 and listed["s.kept"]["problem"] is None
     assert listed["s.gone"]["rows"] is None and listed["s.gone"]["damaged"] is True
     assert error_lines(done.stderr) == [f"error: {listed['s.gone']['problem']}; run `txlake doctor`"]
+
+
+def test_optimize_on_spark_compacts_and_a_misspelt_table_never_starts_spark(lake_dir: Path) -> None:
+    done = cli("optimize", "bank.chekcing", "--engine", "spark", "--uri", str(lake_dir))
+    assert "did you mean 'bank.checking'?" in assert_clean_failure(done, ExitCode.NOT_FOUND)
+    lake = txlake.connect(f"file://{lake_dir}")
+    with lake.transaction() as tx:
+        tx.append("bank.checking", pa.table({"id": [4], "owner": ["dan"], "balance": [9]}))
+    done = cli("optimize", "bank.checking", "--engine", "spark", "--zorder-by", "balance", "--uri", str(lake_dir))
+    assert done.returncode == 0, done.stderr
+    assert "bank.checking: 2 file(s)" in done.stdout and "compacted into 1" in done.stdout
+    assert sorted(lake.read_arrow("bank.checking")["balance"].to_pylist()) == [7, 9, 50, 70]
+    assert len(lake.snapshot().delta_snapshot("bank.checking").files) == 1

@@ -36,13 +36,15 @@ from txlake.delta.dv import (
     NATIVE_MAGIC,
     DeletionVectorDescriptor,
     decode_roaring_bitmap_array,
+    encode_roaring_bitmap_array,
     inline_bytes,
     z85_decode,
     z85_encode,
 )
+from txlake.delta.files import load_deletion_vector, write_deletion_vectors
 from txlake.delta.roaring import RoaringFormatError, decode_bitmap32, decode_bitmap64
 from txlake.delta.state import SnapshotBuilder
-from txlake.errors import CorruptLogError, DataFileNotFoundError, UnsupportedFeatureError
+from txlake.errors import CorruptLogError, DataFileNotFoundError
 from txlake.storage import ObjectStore
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -249,6 +251,36 @@ def test_64_bit_roaring_matches_croaring(values: list[int], ranges: list[tuple[i
     decoded = decode_roaring_bitmap_array(data)
     assert decoded.dtype == np.uint64
     assert decoded.tolist() == sorted(wanted)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(st.integers(0, 1 << 18), st.integers(0, (1 << 63) - 1)), max_size=300),
+    st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(1, 9000)), max_size=3),
+)
+def test_txlake_encodes_64_bit_roaring_that_croaring_reads(values: list[int], ranges: list[tuple[int, int]]) -> None:
+    """The writer's RoaringBitmapArray: CRoaring (pyroaring) deserializes it to the same rows."""
+    wanted = set(values)
+    for start, length in ranges:
+        wanted.update(range(start, start + length))
+    data = encode_roaring_bitmap_array(np.array(sorted(wanted), dtype=np.uint64))
+    assert struct.unpack_from("<I", data)[0] == MAGIC
+    assert list(pyroaring.BitMap64.deserialize(data[4:])) == sorted(wanted)
+    assert decode_roaring_bitmap_array(data).tolist() == sorted(wanted)
+
+
+def test_written_dv_files_read_back(tmp_path: Path) -> None:
+    """Several DVs in one file (version byte, framed with size and CRC-32): each reads back from its offset."""
+    store = ObjectStore.from_uri(tmp_path.as_uri())
+    sets = [np.array([0, 5, 9], dtype=np.uint64), np.arange(0, 70_000, 3, dtype=np.uint64)]
+    key, descriptors = write_deletion_vectors(store, "t", sets)
+    assert key == f"t/{descriptors[0].relative_path()}" and key.startswith("t/deletion_vector_")
+    raw = store.get(key)
+    assert raw[0] == 1 and descriptors[0].offset == 1
+    for rows_, dv in zip(sets, descriptors, strict=True):
+        add = Add("f.parquet", {}, 1, 1, deletion_vector=dv)
+        assert load_deletion_vector(store, "t", add).tolist() == rows_.tolist()
+        assert dv.cardinality == len(rows_)
 
 
 def test_roaring_rejects_malformed_bytes() -> None:
@@ -471,11 +503,11 @@ def test_a_corrupt_dv_is_a_corrupt_log(tmp_path: Path, edit: Any) -> None:
 # --------------------------------------------------------------------------------------------- writes
 
 
-def test_writes_to_dv_tables_are_refused_by_name(tmp_path: Path) -> None:
+def test_appends_to_a_spark_dv_table_are_plain_files_delta_rs_reads(tmp_path: Path) -> None:
     location = copy_table(DELTARS / "table_with_deletion_logs", tmp_path)
     table = open_table(location)
-    before = sorted(p.name for p in location.rglob("*"))
-    with pytest.raises(UnsupportedFeatureError) as info:
-        table.append(table.read_arrow().slice(0, 1))
-    assert info.value.feature == "deletionVectors"
-    assert sorted(p.name for p in location.rglob("*")) == before
+    before = table.read_arrow()
+    version = table.append(before.slice(0, 2))
+    (add,) = [a for a in table.log.read_commit(version) if isinstance(a, Add)]
+    assert add.deletion_vector is None
+    assert assert_reads_like_deltars(location, None) == rows(pa.concat_tables([before, before.slice(0, 2)]))

@@ -11,7 +11,7 @@ import pytest
 from txlake.delta import DeltaTable, Metadata, Protocol
 from txlake.delta.features import check_read_support, check_write_support
 from txlake.delta.files import write_data_files
-from txlake.errors import UnsupportedFeatureError
+from txlake.errors import CorruptLogError, UnsupportedFeatureError
 from txlake.storage import ObjectStore
 
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -67,7 +67,6 @@ def data_objects(store: ObjectStore) -> set[str]:
 UNREADABLE = [
     pytest.param(protocol(4, 7, [], []), {}, "readerVersion4", id="reader-v4"),
     pytest.param(protocol(2, 5), {"delta.columnMapping.mode": "bogus"}, "columnMapping", id="column-mapping-unknown"),
-    pytest.param(protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"]), {}, "v2Checkpoint", id="v2-checkpoint"),
     pytest.param(protocol(3, 7, ["typeWidening"], ["typeWidening"]), {}, "typeWidening", id="type-widening"),
 ]
 
@@ -138,25 +137,25 @@ def test_unknown_column_types_are_refused_on_read(store: ObjectStore) -> None:
     assert info.value.feature == "variantType"
 
 
-def test_a_log_that_needs_a_v2_checkpoint_is_refused(store: ObjectStore) -> None:
+def test_a_log_that_starts_at_a_malformed_v2_checkpoint_is_corrupt(store: ObjectStore) -> None:
     table = DeltaTable.create(store, "t", SCHEMA)
     table.append(pa.table({"id": [1]}))
     table.append(pa.table({"id": [2]}))
     store.put("t/_delta_log/00000000000000000001.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json", b"{}\n")
     store.delete(table.log.commit_path(0))
     store.delete(table.log.commit_path(1))
-    with pytest.raises(UnsupportedFeatureError) as info:
+    with pytest.raises(CorruptLogError) as info:
         table.snapshot()
-    assert info.value.feature == "v2Checkpoint"
+    assert info.value.version == 1
 
 
 UNWRITABLE = [
     pytest.param(
-        protocol(3, 7, ["deletionVectors"], ["changeDataFeed", "deletionVectors"]),
+        protocol(3, 7, ["deletionVectors"], ["deletionVectors", "changeDataFeed"]),
         {},
         None,
-        "deletionVectors",
-        id="deletion-vectors",
+        "changeDataFeed",
+        id="deletion-vectors-and-cdf",
     ),
     pytest.param(protocol(3, 7, [], ["domainMetadata"]), {}, None, "domainMetadata", id="domain-metadata"),
     pytest.param(protocol(3, 7, [], ["rowTracking"]), {}, None, "rowTracking", id="row-tracking"),

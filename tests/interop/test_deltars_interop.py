@@ -24,7 +24,7 @@ from deltalake import write_deltalake
 from tests.interop.deltars import TableLocation, assert_same_version, deltars_files, rows, txlake_files
 from txlake.delta import DeltaTable, commit_info, read_files
 from txlake.delta.actions import Action
-from txlake.errors import DataFileNotFoundError, UnsupportedFeatureError, VersionNotFoundError
+from txlake.errors import DataFileNotFoundError, VersionNotFoundError
 from txlake.storage import ObjectStore
 
 # ------------------------------------------------------------------------------------------------ data
@@ -380,11 +380,11 @@ def test_deltars_writes_txlake_replays_every_version(lake: tuple[ObjectStore, di
     assert_same_version(loc, final + 1)
 
 
-def test_deltars_table_declaring_deletion_vectors_reads_but_refuses_writes(
+def test_deltars_table_declaring_deletion_vectors_reads_and_writes(
     lake: tuple[ObjectStore, dict[str, str]],
 ) -> None:
     """delta-rs rewrites files instead of writing deletion vectors, but the table still declares the feature:
-    txlake reads it as delta-rs does and refuses to write it, naming the feature."""
+    txlake reads it as delta-rs does, and appends to it (plain files) as delta-rs reads back."""
     loc = location(lake, "dv")
     opts = dict(loc.storage_options)
     write_deltalake(
@@ -399,10 +399,8 @@ def test_deltars_table_declaring_deletion_vectors_reads_but_refuses_writes(
     assert final is not None
     # (delta-rs's pyarrow reader refuses tables with the deletionVectors reader feature)
     assert assert_same_version(loc, final, readers=("datafusion",)) == rows(pa.table({"id": list(range(3, 10))}))
-    with pytest.raises(UnsupportedFeatureError) as info:
-        loc.txlake().append(pa.table({"id": [10]}))
-    assert info.value.feature == "deletionVectors"
-    assert loc.txlake().latest_version() == final
+    assert loc.txlake().append(pa.table({"id": [10]})) == final + 1
+    assert assert_same_version(loc, final + 1, readers=("datafusion",)) == rows(pa.table({"id": list(range(3, 11))}))
 
 
 def test_empty_string_partition_value_is_null(lake: tuple[ObjectStore, dict[str, str]]) -> None:

@@ -50,7 +50,6 @@ TABLES = sorted(str(p.parent.relative_to(CORPUS)) for p in CORPUS.rglob("_delta_
 
 # The feature txlake names for each table it cannot read yet (at the versions that use it).
 REFUSED: Mapping[str, str] = {
-    "checkpoint-v2-table": "v2Checkpoint",
     "simple_table_features": "readerVersion5",
     "spark-shredded-variant-preview-delta": "variantShredding-preview",
     "spark-variant-checkpoint": "variantType-preview",

@@ -12,15 +12,23 @@ Setup of every case: ``test(id, value)`` with x = (1, 10) and y = (2, 20), in on
 
 A case names its tables by label: ``A`` is where x lives and ``B`` where y lives (the same table in the
 single-table layouts).
+
+With ``deletion_vectors=True`` every table is a deletion-vector table as Spark leaves one: each initial file holds
+every row twice and a plain writer's deletion vector deletes the second copies (the ``deletionVectors`` feature
+turned on, then a DV update of every file, adopted). Every rewrite in a case is of a file with a DV, the per-file
+statistics are those of the plain layout, and a rewrite that kept a deleted copy would show a row twice.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import struct
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Literal
 
 import pyarrow as pa
+import pyroaring
 
 from txlake import (
     CommitResult,
@@ -30,6 +38,10 @@ from txlake import (
     Transaction,
     TransactionClosedError,
 )
+from txlake.delta import DeltaTable
+from txlake.delta.actions import Action, Protocol
+from txlake.delta.dv import MAGIC, DeletionVectorDescriptor, z85_encode
+from txlake.delta.files import read_file
 
 Level = Literal["snapshot", "write_serializable", "serializable"]
 Layout = Literal["one_file", "two_files", "two_tables"]
@@ -197,15 +209,42 @@ class Session:
         return DOOMED
 
 
+def delete_ghosts_with_deletion_vectors(lake: Lakehouse, name: str) -> None:
+    """As a plain writer (Spark): turn on deletion vectors, then delete every row's second copy with a DV (two
+    plain commits, not adopted)."""
+    log = lake.delta_log(name)
+    table = DeltaTable(lake.store, log.path)
+    snap = table.snapshot()
+    enable = dataclasses.replace(
+        snap.metadata, configuration={**snap.metadata.configuration, "delta.enableDeletionVectors": "true"}
+    )
+    log.write_commit(snap.version + 1, [Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), enable])
+    updates: list[Action] = []
+    for add in snap.files.values():
+        ids = read_file(lake.store, log.path, add, snap.schema, ()).column("id").to_pylist()
+        ghosts = [i for i, ident in enumerate(ids) if ident in ids[:i]]
+        bitmap = struct.pack("<I", MAGIC) + pyroaring.BitMap64(ghosts).serialize()
+        dv = DeletionVectorDescriptor("i", z85_encode(bitmap), len(bitmap), len(ghosts))
+        updates += [dataclasses.replace(add, deletion_vector=dv), add.remove()]
+    log.write_commit(snap.version + 2, updates)
+
+
 class Hermitage:
     """The lakehouse of one case: tables set up in a layout, sessions, and the final checks."""
 
     def __init__(
-        self, lake: Lakehouse, level: Level, layout: Layout, properties: Mapping[str, str] | None = None
+        self,
+        lake: Lakehouse,
+        level: Level,
+        layout: Layout,
+        *,
+        deletion_vectors: bool = False,
+        properties: Mapping[str, str] | None = None,
     ) -> None:
         self.lake = lake
         self.level = level
         self.layout = layout
+        self.deletion_vectors = deletion_vectors
         self.properties = properties
         self.home: dict[int, Label] = {1: "A", 2: "B"}
         self.sessions: dict[str, Session] = {}
@@ -228,12 +267,17 @@ class Hermitage:
     def _setup(self) -> None:
         for name in self.tables:
             self.lake.create_table(name, SCHEMA, properties=self.properties)
+        copies = 2 if self.deletion_vectors else 1  # a DV deletes the second copy of each row
         with self.lake.transaction(isolation="snapshot") as tx:
             if self.layout == "one_file":
-                tx.append(self.table("A"), rows_table(INITIAL))
+                tx.append(self.table("A"), pa.concat_tables([rows_table(INITIAL)] * copies))
             else:
-                tx.append(self.table("A"), rows_table({1: INITIAL[1]}))
-                tx.append(self.table("B"), rows_table({2: INITIAL[2]}))
+                tx.append(self.table("A"), pa.concat_tables([rows_table({1: INITIAL[1]})] * copies))
+                tx.append(self.table("B"), pa.concat_tables([rows_table({2: INITIAL[2]})] * copies))
+        if self.deletion_vectors:
+            for name in self.tables:
+                delete_ghosts_with_deletion_vectors(self.lake, name)
+            self.lake.sync()
         snap = self.lake.snapshot()
         files = {name: len(snap.delta_snapshot(name).files) for name in self.tables}
         expected = {"one_file": {"h.test": 1}, "two_files": {"h.test": 2}, "two_tables": {"h.a": 1, "h.b": 1}}
@@ -242,7 +286,8 @@ class Hermitage:
 
     def begin(self, name: str) -> Session:
         """``BEGIN`` of a transaction at the harness's level (its snapshot is taken now, for all tables)."""
-        session = Session(self, name, self.lake.transaction(isolation=self.level))
+        # redo off: these cases check which commits conflict (tests/txn/test_redo.py checks what redo makes of them)
+        session = Session(self, name, self.lake.transaction(isolation=self.level, redo=False))
         self.sessions[name] = session
         return session
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -461,3 +462,37 @@ def test_a_transaction_whose_machine_slept_past_a_day_cannot_commit(tmp_path: Pa
     tx._started_wall -= timedelta(hours=25).total_seconds()  # the wall clock moved on; the monotonic one did not
     with pytest.raises(txlake.TransactionExpiredError):
         tx.commit()
+
+
+# ------------------------------------------------------------------------------- V2 checkpoints, sidecars
+
+
+def test_log_clean_up_keeps_the_sidecars_of_the_checkpoint_it_starts_at(tmp_path: Path) -> None:
+    """A registered v2Checkpoint table (UUID-named Parquet checkpoints with sidecars at every version): the
+    clean-up deletes the commits and checkpoints below the checkpoint the log then starts at, and the sidecars
+    only those named; the sidecars of the checkpoints left stay, and both clients read every retained version."""
+    root = tmp_path / "lake"
+    source = (
+        Path(__file__).resolve().parent.parent / "data" / "delta-kernel-rs" / "v2-checkpoints-parquet-with-sidecars"
+    )
+    shutil.copytree(source, root / "t" / "v2")
+    lake = txlake.connect(root.as_uri(), checkpoint_interval=1)
+    assert lake.register_table("t.v2", "t/v2") == 6
+    expected = _rows(lake, "t.v2")
+    log_dir = root / "t" / "v2" / "_delta_log"
+    sidecars = {p.name for p in (log_dir / "_sidecars").iterdir()}
+    (checkpoint_6,) = log_dir.glob(f"{6:020d}.checkpoint.*.parquet")
+    named_6 = {r["path"] for r in pq.read_table(checkpoint_6).column("sidecar").to_pylist() if r is not None}
+    assert len(named_6) == 2 and named_6 < sidecars
+    _age_tree(root, timedelta(days=40))
+    with lake.transaction() as tx:
+        tx.append("t.v2", pa.table({"id": [-1]}))
+    report = lake.vacuum(ZERO, force=True)
+    assert report.log_entries_deleted > 0
+    assert sorted(p.name for p in log_dir.glob("*.json")) == [f"{6:020d}.json", f"{7:020d}.json"]
+    assert checkpoint_6.exists() and not list(log_dir.glob(f"{5:020d}.checkpoint.*"))
+    assert {p.name for p in (log_dir / "_sidecars").iterdir()} == named_6  # the others' sidecars went
+    fresh = txlake.connect(root.as_uri())
+    assert _rows(fresh, "t.v2") == sorted([*expected, -1])
+    assert _deltars_rows(fresh, "t.v2", {}) == sorted([*expected, -1])
+    assert _deltars_rows(fresh, "t.v2", {}, version=6) == expected

@@ -21,9 +21,9 @@ def _commands() -> tuple[str, str]:
 
 def test_ci_runs_the_readme_test_command() -> None:
     _, tests = _commands()
-    assert tests == ".venv/bin/python -m pytest -q"
+    assert tests == ".venv/bin/python -m pytest -q -n 2"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python -m pytest -q" in ci.splitlines()[-1]
+    assert ci.splitlines()[-1] == "python -m pytest -q -n 2"
 
 
 def test_readme_setup_and_main_job_on_a_fresh_venv(tmp_path: Path) -> None:

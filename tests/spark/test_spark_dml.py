@@ -408,13 +408,23 @@ def test_merge_prunes_target_files_by_source_key_range(one_lake: txlake.Lakehous
     tx.commit()
     assert before - live_files(lake, name) == {second}
     # one inside the range does: the merge would have matched it
-    tx = lake.transaction(isolation="write_serializable")
+    tx = lake.transaction(isolation="write_serializable", redo=False)
     merge(tx)
     with plain.transaction() as other:
         other.append(name, accounts([14], ["in"], [1]))
     with pytest.raises(ConcurrentAppendError) as err:
         tx.commit()
     assert err.value.table == name
+    # with redo (the default) the merge runs again as a Spark job over the newer table: it matches the 17
+    # appended meanwhile, so 17 is updated, not inserted a second time
+    tx = lake.transaction(isolation="write_serializable")
+    source = spark.createDataFrame(accounts([12, 17], ["u", "new"], [1, 2]))
+    tx.merge(name, source, on="s.id = t.id", when_matched_update="*", when_not_matched_insert="*")
+    with plain.transaction() as other:
+        other.append(name, accounts([17], ["in"], [1]))
+    assert tx.commit().redone == 1
+    seventeen = lake.read_arrow(name, where="id = 17").to_pylist()
+    assert [(r["owner"], r["balance"]) for r in seventeen] == [("new", 2)]
 
 
 def test_merge_a_table_into_itself_and_dml_on_a_new_table(one_lake: txlake.Lakehouse, spark: SparkSession) -> None:
@@ -454,7 +464,7 @@ def test_spark_update_conflicts_with_arrow_update_of_the_same_file(one_lake: txl
     plain = txlake.connect(lake.store.uri)
     target = file_of(lake, name, 1)
     # the Spark update loses against an Arrow update of another row of the same file
-    spark_tx = lake.transaction(isolation="snapshot")
+    spark_tx = lake.transaction(isolation="snapshot", redo=False)
     assert spark_tx.update(name, set={"balance": "balance + 1"}, where="id = 1") == 1
     with plain.transaction(isolation="snapshot") as arrow_tx:
         assert arrow_tx.update(name, set={"balance": "balance + 1"}, where="id = 2") == 1
@@ -464,7 +474,7 @@ def test_spark_update_conflicts_with_arrow_update_of_the_same_file(one_lake: txl
     assert target in err.value.files
     # the other way round: the Arrow update loses
     target = file_of(lake, name, 1)
-    arrow_tx = plain.transaction(isolation="snapshot")
+    arrow_tx = plain.transaction(isolation="snapshot", redo=False)
     arrow_tx.update(name, set={"balance": "0"}, where="id = 1")
     with lake.transaction(isolation="snapshot") as tx:
         tx.update(name, set={"balance": "0"}, where="id = 3")
@@ -479,6 +489,13 @@ def test_spark_update_conflicts_with_arrow_update_of_the_same_file(one_lake: txl
     got = {r["id"]: r["owner"] for r in lake.read_arrow(name).to_pylist()}
     assert (got[1], got[2], got[3], got[11], got[21]) == ("ann", "bob", None, "a", "b")
     assert {r["id"]: r["balance"] for r in lake.read_arrow(name, where="id <= 3").to_pylist()} == {1: 100, 2: 51, 3: 0}
+    # with redo, the Spark update that lost runs again as a Spark job on the newer file: both updates stand
+    spark_tx = lake.transaction(isolation="snapshot")
+    spark_tx.update(name, set={"balance": "balance + 1"}, where="id = 1")
+    with plain.transaction(isolation="snapshot") as arrow_tx:
+        arrow_tx.update(name, set={"balance": "balance + 1"}, where="id = 2")
+    assert spark_tx.commit().redone == 1
+    assert {r["id"]: r["balance"] for r in lake.read_arrow(name, where="id <= 2").to_pylist()} == {1: 101, 2: 52}
 
 
 def test_spark_only_condition_and_forced_arrow_path(one_lake: txlake.Lakehouse, tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ import pytest
 
 import txlake
 from tests.services import StoreLocation
-from txlake.delta.actions import Protocol
+from txlake.delta import DeltaTable
+from txlake.delta.actions import Add, Protocol
 from txlake.delta.dv import MAGIC, DeletionVectorDescriptor, z85_encode
 
 ACCOUNTS = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -47,6 +48,18 @@ def delete_with_deletion_vector(lake: txlake.Lakehouse, name: str, positions: li
         snap.metadata, configuration={**snap.metadata.configuration, "delta.enableDeletionVectors": "true"}
     )
     log.write_commit(snap.version + 1, [Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), enable])
+    update_deletion_vector(lake, name, add.path, positions)
+
+
+def update_deletion_vector(lake: txlake.Lakehouse, name: str, path: str, positions: list[int]) -> Add:
+    """Act as a plain writer on a DV table: replace the deletion vector of data file ``path`` (live at the table's
+    newest Delta version) by an inline one deleting ``positions`` (CRoaring's bitmap, via pyroaring): one plain
+    commit of ``remove (path, old DV)`` + ``add (path, new DV)``, as Spark's DELETE writes it. Returns the add."""
+    log = lake.delta_log(name)
+    snap = DeltaTable(lake.store, log.path).snapshot()
+    add = snap.files[path]
     bitmap = struct.pack("<I", MAGIC) + pyroaring.BitMap64(positions).serialize()
     dv = DeletionVectorDescriptor("i", z85_encode(bitmap), len(bitmap), len(set(positions)))
-    log.write_commit(snap.version + 2, [dataclasses.replace(add, deletion_vector=dv), add.remove()])
+    updated = dataclasses.replace(add, deletion_vector=dv)
+    log.write_commit(snap.version + 1, [updated, add.remove()])
+    return updated

@@ -36,8 +36,8 @@ def test_crossed_concurrent_commits_exactly_one_wins(lake: txlake.Lakehouse) -> 
         tx.append("e1.b", accounts([2], [20]))
     rounds = 12 if lake.store.scheme == "s3" else 30
     for i in range(rounds):
-        t1 = lake.transaction("snapshot")
-        t2 = lake.transaction("snapshot")
+        t1 = lake.transaction("snapshot", redo=False)  # (with redo the loser is redone: test_redo.py)
+        t2 = lake.transaction("snapshot", redo=False)
         t1.update("e1.a", set={"balance": str(100 + i)}, where="id = 1")
         t1.update("e1.b", set={"balance": str(200 + i)}, where="id = 2")
         t2.update("e1.b", set={"balance": str(300 + i)}, where="id = 2")

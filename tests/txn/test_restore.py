@@ -93,7 +93,7 @@ def test_restore_refuses_what_it_cannot_do_and_writes_nothing(tmp_path: Path) ->
 
 def test_a_writer_that_read_what_restore_replaced_conflicts(tmp_path: Path) -> None:
     lake, good = _bank(StoreLocation(tmp_path.as_uri(), {}))
-    writer = lake.transaction(isolation="write_serializable")
+    writer = lake.transaction(isolation="write_serializable", redo=False)
     writer.update("b.acc", set={"bal": "bal + 1"}, where="id = 3")
     lake.restore(good, tables=["b.acc"])
     with pytest.raises(txlake.ConflictError):

@@ -25,12 +25,14 @@ def register(name: str, workload: Workload) -> None:
 
 # Workload modules import only txlake.bench.report and the library, never this package's names.
 from txlake.bench import commit as _commit  # noqa: E402
+from txlake.bench import deletes as _deletes  # noqa: E402
 from txlake.bench import lifecycle as _lifecycle  # noqa: E402
 from txlake.bench import model_cli as _model  # noqa: E402
 from txlake.bench import snapshot as _snapshot  # noqa: E402
 from txlake.bench import spark as _spark  # noqa: E402
 
 register(_commit.NAME, Workload(_commit.HELP, _commit.add_arguments, _commit.run))
+register(_deletes.NAME, Workload(_deletes.HELP, _deletes.add_arguments, _deletes.run))
 register(_lifecycle.NAME, Workload(_lifecycle.HELP, _lifecycle.add_arguments, _lifecycle.run))
 register(_model.NAME, Workload(_model.HELP, _model.add_arguments, _model.run))
 register(_snapshot.NAME, Workload(_snapshot.HELP, _snapshot.add_arguments, _snapshot.run))

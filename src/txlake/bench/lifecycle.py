@@ -4,7 +4,10 @@
 * **read**: a table built by ``--appends`` one-row transactions (a TPC-H ``lineitem`` shape); TPC-H Q6
   (``sum(extendedprice * discount)`` over a date, discount and quantity range) through ``read_arrow`` and
   pyarrow.compute, against delta-rs's DataFusion (``QueryBuilder``) over the same table. Measured before
-  and after ``lake.optimize`` (the files it compacts are then removed, not deleted).
+  and after ``lake.optimize`` (the files it compacts are then removed, not deleted). Unless ``--no-spark``,
+  also Q6 through Spark (a ``local[2]`` session): ``lake.snapshot().read(where=Q6)`` (files pruned by their
+  statistics, then Spark's Parquet reader) against ``spark.read.parquet`` of the same live files (the
+  delta-rs-free baseline a Spark user without delta-spark has), both with the same ``where`` and ``sum``.
 * **vacuum**: a table of ``--vacuum-files`` files, all removed by an overwrite; ``lake.vacuum(0, force=True)``
   against ``deltalake.DeltaTable.vacuum(retention_hours=0, enforce_retention_duration=False)`` on a byte-for-
   byte copy of the table (local disk only). txlake's store requests are in the row's parameters.
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import gc
 import os
@@ -32,10 +36,11 @@ import txlake
 from txlake.bench.args import positive
 from txlake.bench.report import BenchReport, BenchRow, run_against_delta_rs
 from txlake.cli.output import console_for
+from txlake.delta.files import decode_path
 
 NAME = "lifecycle"
 HELP = "Q6 over many small appends before/after optimize, and vacuum of many files: txlake vs delta-rs"
-BASELINE = "delta-rs"
+BASELINE = "delta-rs (Spark rows: spark.read.parquet)"
 LINEITEM = pa.schema(
     [
         ("orderkey", pa.int64()),
@@ -60,6 +65,7 @@ class LifecycleOptions:
     rows_per_append: int = 1
     vacuum_files: int = 10_000
     repeat: int = 5
+    spark: bool = True
 
 
 def _row(i: int) -> dict[str, Any]:
@@ -111,8 +117,47 @@ def _measure_q6(
     return BenchRow.from_samples(config, ours, theirs, {**params, "revenue": expected})
 
 
+def _q6_spark(frame: Any) -> float:
+    from pyspark.sql import functions as F
+
+    result = frame.agg(F.sum(F.col("extendedprice") * F.col("discount")).alias("revenue")).collect()
+    return float(result[0]["revenue"] or 0.0)
+
+
+def _measure_q6_spark(config: str, lake: txlake.Lakehouse, name: str, spark: Any, repeat: int) -> BenchRow:
+    """Q6 on Spark: txlake's pruned read vs ``spark.read.parquet`` of every live file (first runs untimed)."""
+    location = lake.table_location(name).rstrip("/")
+    urls = [f"{location}/{decode_path(a.path)}" for a in lake.snapshot().delta_snapshot(name).files.values()]
+    columns = ["extendedprice", "discount"]
+
+    def ours() -> float:
+        return _q6_spark(lake.snapshot().read(name, where=Q6_WHERE, columns=columns))
+
+    def theirs() -> float:
+        return _q6_spark(spark.read.parquet(*urls).where(Q6_WHERE).select(*columns))
+
+    expected, baseline = ours(), theirs()  # warm-up (JIT, file listing caches), and the results must agree
+    if abs(expected - baseline) > 1e-6 * max(1.0, abs(expected)):
+        raise RuntimeError(f"{config}: Q6 differs: txlake {expected}, spark.read.parquet {baseline}")
+    our_ms: list[float] = []
+    their_ms: list[float] = []
+    for i in range(repeat):  # in turns, alternating who goes first
+        first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
+        a, b = _timed(first)[0], _timed(second)[0]
+        our_ms.append(a if first is ours else b)
+        their_ms.append(b if first is ours else a)
+    files = len(urls)
+    return BenchRow.from_samples(
+        config, our_ms, their_ms, {"files": files, "revenue": expected, "baseline": "spark.read.parquet"}
+    )
+
+
 def _read_rows(
-    lake: txlake.Lakehouse, options: LifecycleOptions, deltalake: ModuleType, log: Callable[[str], None]
+    lake: txlake.Lakehouse,
+    options: LifecycleOptions,
+    deltalake: ModuleType,
+    log: Callable[[str], None],
+    spark: Any = None,
 ) -> list[BenchRow]:
     lake.create_table("bench.lineitem", LINEITEM)
     started = time.perf_counter()
@@ -126,6 +171,13 @@ def _read_rows(
             f"Q6 after {options.appends} appends", lake, "bench.lineitem", deltalake, options.repeat, {"files": files}
         )
     ]
+    on_spark = None if spark is None else txlake.connect(lake.uri, spark=spark)
+    if on_spark is not None:
+        rows.append(
+            _measure_q6_spark(
+                f"Q6 via Spark after {options.appends} appends", on_spark, "bench.lineitem", spark, options.repeat
+            )
+        )
     optimize_ms, metrics = _timed(lambda: lake.optimize("bench.lineitem"))
     assert isinstance(metrics, txlake.OptimizeMetrics)
     log(f"optimize: {metrics.files_removed} files into {metrics.files_added} in {optimize_ms:.0f} ms")
@@ -140,6 +192,8 @@ def _read_rows(
             {"files": after, "optimize_ms": round(optimize_ms, 1), "files_compacted": metrics.files_removed},
         )
     )
+    if on_spark is not None:
+        rows.append(_measure_q6_spark("Q6 via Spark after optimize", on_spark, "bench.lineitem", spark, options.repeat))
     return rows
 
 
@@ -232,7 +286,13 @@ def run_lifecycle_bench(options: LifecycleOptions) -> BenchReport:
     tmp = Path(tempfile.mkdtemp(prefix="txlake-bench-lifecycle-"))
     try:
         lake = txlake.connect(tmp.as_uri())
-        rows = _read_rows(lake, options, deltalake, console.log)
+        with contextlib.ExitStack() as stack:
+            spark = None
+            if options.spark:
+                from txlake.bench.spark import SparkBenchOptions, spark_session
+
+                spark, _ = stack.enter_context(spark_session(SparkBenchOptions(driver_memory="2g"), console))
+            rows = _read_rows(lake, options, deltalake, console.log, spark)
         rows.extend(_load_rows(lake, tmp, "bench.lineitem", deltalake, options.repeat, console.log))
         rows.append(_vacuum_row(lake, tmp, options, deltalake, console.log))
     finally:
@@ -250,6 +310,8 @@ def run_lifecycle_bench(options: LifecycleOptions) -> BenchReport:
             "repeat": options.repeat,
             "storage": "file",
             "txlake_q6": "lake.read_arrow(where=Q6, columns) + pyarrow.compute sum",
+            "txlake_q6_spark": "lake.snapshot().read(where=Q6, columns) (native reader) + Spark sum",
+            "baseline_q6_spark": "spark.read.parquet(live files).where(Q6) + Spark sum",
             "baseline_q6": "deltalake.QueryBuilder (DataFusion) SQL Q6 over DeltaTable(location)",
             "vacuum": "lake.vacuum(timedelta(0), force=True) vs DeltaTable.vacuum(0, enforce=False) on a copy",
             "cold_load": "txlake.connect(uri).snapshot().delta_snapshot(name) vs DeltaTable(location).version(); "
@@ -262,8 +324,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--appends", type=positive, default=2000, help="one-row append transactions (default 2000)")
     parser.add_argument("--vacuum-files", type=positive, default=10_000, help="files to vacuum (default 10000)")
     parser.add_argument("--repeat", type=positive, default=5, help="timed Q6 runs per reader (default 5)")
+    parser.add_argument("--no-spark", action="store_true", help="skip Q6 via Spark (no local Spark session)")
 
 
 def run(args: argparse.Namespace) -> int:
-    options = LifecycleOptions(appends=args.appends, vacuum_files=args.vacuum_files, repeat=args.repeat)
+    options = LifecycleOptions(
+        appends=args.appends, vacuum_files=args.vacuum_files, repeat=args.repeat, spark=not args.no_spark
+    )
     return run_against_delta_rs(NAME, args.out, lambda: run_lifecycle_bench(options))

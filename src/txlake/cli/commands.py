@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 import txlake
 from txlake.cli import render, sql
 from txlake.cli.doctor import run_doctor
-from txlake.cli.exit_codes import ExitCode, LakehouseExistsError, LakehouseNotFoundError
+from txlake.cli.exit_codes import ExitCode, LakehouseExistsError, LakehouseNotFoundError, UsageError
+from txlake.cli.jvm import InterruptWatch, start_spark, stop_spark
 from txlake.cli.options import (
     Location,
     add_location_arguments,
@@ -131,6 +132,11 @@ def suggesting_tables(lake: txlake.Lakehouse, version: int | None = None) -> Ite
 def cmd_init(args: argparse.Namespace) -> int:
     out = Output(args.json)
     location = _location(args, out, args.target)
+    if location.uri.startswith("memory://"):
+        raise UsageError(
+            f"cannot init {location.uri}: a memory:// lakehouse lives only as long as one process",
+            hint="init a directory or an s3:// URI (memory:// suits `txlake demo` and Python sessions)",
+        )
     try:
         lake = open_lakehouse(location)
     except LakehouseNotFoundError:
@@ -242,15 +248,43 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     before = lake.version()
     zorder = parse_columns(args.zorder_by) if args.zorder_by else None
+    with suggesting_tables(lake):
+        lake.snapshot().entry(args.table)  # a misspelt name fails before any Spark starts
     with suggesting_tables(lake), out.progress() as progress:
         task = progress.add_task(f"optimizing {args.table}", total=None)
-        metrics = lake.optimize(args.table, args.where, target_file_size=args.target_file_size, zorder_by=zorder)
+        if args.engine == "spark":
+            metrics = _optimize_on_spark(args, zorder)
+        else:
+            metrics = lake.optimize(
+                args.table, args.where, target_file_size=args.target_file_size, zorder_by=zorder, engine="arrow"
+            )
         progress.update(task, completed=1, total=1)
     result = OptimizeResult(
         args.table, before, lake.version(), metrics.files_removed, metrics.files_added, metrics.bytes_removed
     )
     _emit(out, result, render.render_optimize)
     return ExitCode.OK
+
+
+def _optimize_on_spark(args: argparse.Namespace, zorder: list[str] | None) -> txlake.OptimizeMetrics:
+    """``optimize --engine spark``: a local Spark session for the length of the command."""
+    debug = bool(getattr(args, "debug", False))
+    spark, created = start_spark("txlake-optimize", debug=debug)
+    watch = InterruptWatch(spark)
+    location = _location(args, Output(args.json))
+    try:
+        with watch:
+            lake = txlake.connect(location.uri, dict(location.storage_options), create=False, spark=spark)
+            return lake.optimize(
+                args.table, args.where, target_file_size=args.target_file_size, zorder_by=zorder, engine="spark"
+            )
+    except Exception:
+        if watch.interrupted:  # py4j turned the Ctrl-C into its own error: report the interruption
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if created and not watch.interrupted:
+            stop_spark(spark)
 
 
 def duration_argument(text: str) -> dt.timedelta:
@@ -509,6 +543,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--where", metavar="SQL", help="only partitions matching this condition on partition columns")
     p.add_argument("--target-file-size", default="128MB", metavar="SIZE", help="e.g. 128MB (default), 1GB, 4096")
     p.add_argument("--zorder-by", metavar="A,B", help="also cluster rows along a Z-order curve of these columns")
+    p.add_argument(
+        "--engine",
+        choices=("arrow", "spark"),
+        default="arrow",
+        help="arrow (default): in this process; spark: one job on a local Spark session (tables larger than memory)",
+    )
 
     p = _add(
         sub,

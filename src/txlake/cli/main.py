@@ -16,6 +16,7 @@ from txlake.cli import demo, jvm
 from txlake.cli.commands import add_commands
 from txlake.cli.exit_codes import ExitCode, describe_failure, epilog
 from txlake.cli.options import PUBLIC_OPTIONS, STORAGE_ENV, URI_ENV, SecretMasker, storage_option
+from txlake.cli.suggest import did_you_mean
 
 ENVIRONMENT = f"""environment:
   {URI_ENV:<22} lakehouse URI when --uri is not given (demo: default ./txlake-demo)
@@ -36,7 +37,28 @@ class Parser(argparse.ArgumentParser):
     """An argument parser that raises instead of exiting, so :func:`main` prints the error its own way."""
 
     def error(self, message: str) -> NoReturn:
-        raise ArgumentsError(message, self.prog, self.format_usage())
+        raise ArgumentsError(_suggest_choice(message), self.prog, self.format_usage())
+
+
+_INVALID_CHOICE = re.compile(
+    r"^argument (?P<arg>[^:]+): invalid choice: '(?P<given>.*)' \(choose from (?P<choices>.*)\)$"
+)
+
+
+def _suggest_choice(message: str) -> str:
+    """argparse's "invalid choice: 'tabels' (choose from ...)" as "unknown command 'tabels'; did you mean
+    'tables'?" (the choices listed only when none is close)."""
+    m = _INVALID_CHOICE.match(message)
+    if m is None:
+        return message
+    listed = m.group("choices")
+    choices = re.findall(r"'([^']*)'", listed) or [c.strip() for c in listed.split(",")]  # (newer Pythons: bare)
+    given = m.group("given")
+    close = did_you_mean(given, choices)
+    what = "unknown command" if m.group("arg") == "COMMAND" else f"argument {m.group('arg')}: invalid choice"
+    if close:
+        return f"{what} {given!r}{close}"
+    return f"{what} {given!r} (choose from {', '.join(choices)})"
 
 
 def build_parser(*, workloads: bool = True) -> argparse.ArgumentParser:

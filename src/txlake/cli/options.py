@@ -155,9 +155,12 @@ def open_lakehouse(location: Location) -> txlake.Lakehouse:
     except VersionNotFoundError as exc:
         if exc.version != 0:
             raise
+        memory = location.uri.startswith("memory://")
         raise LakehouseNotFoundError(
             f"no txlake lakehouse at {location.uri}",
-            hint="check --uri / TXLAKE_URI, or create a lakehouse with `txlake init URI`",
+            hint="a memory:// lakehouse exists only inside the process that made it (e.g. `txlake demo`)"
+            if memory
+            else "check --uri / TXLAKE_URI, or create a lakehouse with `txlake init URI`",
         ) from exc
     except ValueError as exc:
         if isinstance(exc, TxlakeError):

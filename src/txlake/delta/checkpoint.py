@@ -6,6 +6,7 @@ import io
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -14,10 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from txlake.delta.actions import Metadata, Protocol, Remove, Txn, now_ms
+from txlake.delta.actions import Add, Metadata, OtherAction, Protocol, Remove, Txn, now_ms, parse_commit
 from txlake.delta.dv import DeletionVectorDescriptor
 from txlake.delta.filemap import ColumnarAdds, FileMap
-from txlake.delta.log import CheckpointRef, DeltaLog, LastCheckpoint
+from txlake.delta.files import decode_path
+from txlake.delta.log import SIDECARS, CheckpointRef, DeltaLog, LastCheckpoint
 from txlake.delta.state import Snapshot, SnapshotBuilder
 from txlake.errors import CorruptLogError, ObjectNotFoundError
 
@@ -92,6 +94,10 @@ CHECKPOINT_SCHEMA = pa.schema(
         ),
     ]
 )
+V2_CHECKPOINT_SCHEMA = CHECKPOINT_SCHEMA.append(
+    pa.field("checkpointMetadata", pa.struct([pa.field("version", pa.int64()), pa.field("tags", _STR_MAP)]))
+)
+"""A classic-named checkpoint in the V2 spec: one ``checkpointMetadata`` row, every file action inline."""
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 _INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(\w+?)s?\s*$", re.IGNORECASE)
 _UNIT_MS = {
@@ -186,34 +192,58 @@ def _read_adds(column: pa.ChunkedArray) -> ColumnarAdds:
     )
 
 
-def read_checkpoint(log: DeltaLog, ref: CheckpointRef) -> Snapshot:
-    """The table state stored in a classic checkpoint (all parts)."""
-    builder = SnapshotBuilder(log.name)
-    for path in ref.paths:
-        part = _read_part(log, path, ref)
+@dataclass(frozen=True, slots=True)
+class SidecarRef:
+    """A ``sidecar`` action of a V2 checkpoint: a Parquet file of add/remove actions in ``_delta_log/_sidecars``."""
+
+    path: str
+    size_in_bytes: int | None = None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SidecarRef:
+        path = d.get("path")
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"sidecar action without a path: {dict(d)!r}")
+        size = d.get("sizeInBytes")
+        return cls(path, size if isinstance(size, int) else None)
+
+
+def sidecar_key(log: DeltaLog, sidecar: SidecarRef) -> str:
+    """The store key of a sidecar file: a (URI-encoded) name in ``_delta_log/_sidecars``, or a full path there."""
+    name = decode_path(sidecar.path)
+    if "://" in name:  # a full URI: only one inside this table's own _sidecars directory is valid
+        name = name.rsplit("/", 1)[-1] if f"/{log.log_dir}/{SIDECARS}/" in name else ""
+    if not name or "/" in name or name in {".", ".."}:
+        raise CorruptLogError(f"sidecar {sidecar.path!r} is not a file of {log.log_dir}/{SIDECARS}", table=log.name)
+    return f"{log.log_dir}/{SIDECARS}/{name}"
+
+
+class _CheckpointReader:
+    """Accumulates the actions of a checkpoint's files (parts, V2 top-level file, sidecars) into a builder."""
+
+    def __init__(self, log: DeltaLog, ref: CheckpointRef) -> None:
+        self.log = log
+        self.ref = ref
+        self.builder = SnapshotBuilder(log.name)
+        self.sidecars: list[SidecarRef] = []
+        self.v2_metadata = 0  # checkpointMetadata actions seen
+        self.files_inline = False
+
+    def corrupt(self, path: str, what: str) -> CorruptLogError:
+        return CorruptLogError(f"checkpoint {path} {what}", table=self.log.name, version=self.ref.version, path=path)
+
+    def parquet(self, path: str, *, sidecar: bool = False) -> None:
+        part = _read_part(self.log, path, self.ref)
         names = set(part.column_names)
+        builder = self.builder
         try:
-            if "protocol" in names:
-                for row in part.column("protocol").to_pylist():
-                    if row is not None and row.get("minReaderVersion") is not None:
-                        builder.protocol = Protocol.from_json(row)
-            if "metaData" in names:
-                for row in part.column("metaData").to_pylist():
-                    if row is not None and row.get("id") is not None:
-                        row = dict(row)
-                        row["configuration"] = _as_dict(row.get("configuration")) or {}
-                        fmt = dict(row.get("format") or {})
-                        fmt["options"] = _as_dict(fmt.get("options")) or {}
-                        row["format"] = fmt
-                        builder.metadata = Metadata.from_json(row)
-            if "txn" in names:
-                for row in part.column("txn").to_pylist():
-                    if row is not None and row.get("appId") is not None:
-                        txn = Txn.from_json(row)
-                        builder.txns[txn.app_id] = txn.version
+            if not sidecar:
+                self._non_file_columns(part, names)
             if "add" in names:
                 adds = _read_adds(part.column("add"))
-                if builder.files or len(ref.paths) > 1:
+                if adds.path and not sidecar:
+                    self.files_inline = True
+                if builder.files or len(self.ref.paths) > 1 or self.sidecars or sidecar:
                     for i in range(len(adds.path)):
                         builder.files[adds.path[i]] = adds.get(i)
                 else:
@@ -227,12 +257,106 @@ def read_checkpoint(log: DeltaLog, ref: CheckpointRef) -> Snapshot:
                     row["tags"] = _as_dict(row.get("tags"))
                     rm = Remove.from_json(row)
                     builder.tombstones[rm.path] = rm
+                    self.files_inline = self.files_inline or not sidecar
         except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptLogError(
-                f"checkpoint {path} has malformed actions: {exc}", table=log.name, version=ref.version, path=path
-            ) from exc
-    builder.version = ref.version
-    return builder.finish()
+            raise self.corrupt(path, f"has malformed actions: {exc}") from exc
+
+    def _non_file_columns(self, part: pa.Table, names: set[str]) -> None:
+        builder = self.builder
+        if "protocol" in names:
+            for row in part.column("protocol").to_pylist():
+                if row is not None and row.get("minReaderVersion") is not None:
+                    builder.protocol = Protocol.from_json(row)
+        if "metaData" in names:
+            for row in part.column("metaData").to_pylist():
+                if row is not None and row.get("id") is not None:
+                    row = dict(row)
+                    row["configuration"] = _as_dict(row.get("configuration")) or {}
+                    fmt = dict(row.get("format") or {})
+                    fmt["options"] = _as_dict(fmt.get("options")) or {}
+                    row["format"] = fmt
+                    builder.metadata = Metadata.from_json(row)
+        if "txn" in names:
+            for row in part.column("txn").to_pylist():
+                if row is not None and row.get("appId") is not None:
+                    txn = Txn.from_json(row)
+                    builder.txns[txn.app_id] = txn.version
+        if "checkpointMetadata" in names:
+            self.v2_metadata += sum(
+                1 for row in part.column("checkpointMetadata").to_pylist() if row and row.get("version") is not None
+            )
+        if "sidecar" in names:
+            self.sidecars.extend(
+                SidecarRef.from_json(row) for row in part.column("sidecar").to_pylist() if row and row.get("path")
+            )
+
+    def json(self, path: str) -> None:
+        """A UUID-named V2 checkpoint in JSON: one action a line, as in a commit."""
+        try:
+            data = self.log.store.get(path)
+        except ObjectNotFoundError as exc:
+            raise self.corrupt(path, "is missing") from exc
+        builder = self.builder
+        try:
+            for action in parse_commit(data, table=self.log.name, version=self.ref.version):
+                if isinstance(action, Add):
+                    builder.files[action.path] = action
+                    self.files_inline = True
+                elif isinstance(action, Remove):
+                    builder.tombstones[action.path] = action
+                    self.files_inline = True
+                elif isinstance(action, Protocol):
+                    builder.protocol = action
+                elif isinstance(action, Metadata):
+                    builder.metadata = action
+                elif isinstance(action, Txn):
+                    builder.txns[action.app_id] = action.version
+                elif isinstance(action, OtherAction) and action.kind == "checkpointMetadata":
+                    self.v2_metadata += 1
+                elif isinstance(action, OtherAction) and action.kind == "sidecar":
+                    self.sidecars.append(SidecarRef.from_json(action.body))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise self.corrupt(path, f"has malformed actions: {exc}") from exc
+
+    def finish(self) -> Snapshot:
+        if self.ref.uuid_named and self.v2_metadata != 1:
+            raise self.corrupt(self.ref.paths[0], f"has {self.v2_metadata} checkpointMetadata actions, not one")
+        if self.sidecars and self.files_inline:  # PROTOCOL.md: all file actions inline, or all in sidecars
+            raise self.corrupt(self.ref.paths[0], "has file actions both inline and in sidecars")
+        for sidecar in self.sidecars:
+            self.parquet(sidecar_key(self.log, sidecar), sidecar=True)
+        self.builder.version = self.ref.version
+        return self.builder.finish()
+
+
+def read_checkpoint(log: DeltaLog, ref: CheckpointRef) -> Snapshot:
+    """The table state stored in a checkpoint: a classic one (all parts; V1 or V2 spec) or a UUID-named V2 one
+    (JSON or Parquet), with the add/remove actions of the sidecar files a V2 checkpoint names."""
+    reader = _CheckpointReader(log, ref)
+    for path in ref.paths:
+        if ref.is_json:
+            reader.json(path)
+        else:
+            reader.parquet(path)
+    return reader.finish()
+
+
+def checkpoint_sidecars(log: DeltaLog, ref: CheckpointRef) -> list[str]:
+    """The store keys of the sidecar files a checkpoint names (none for a V1 checkpoint)."""
+    reader = _CheckpointReader(log, ref)
+    for path in ref.paths:
+        if ref.is_json:
+            reader.json(path)
+        else:
+            try:
+                names = set(pq.read_schema(pa.BufferReader(log.store.get(path))).names)
+            except ObjectNotFoundError as exc:
+                raise reader.corrupt(path, "is missing") from exc
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise reader.corrupt(path, f"is not readable Parquet: {exc}") from exc
+            if "sidecar" in names:
+                reader.parquet(path)
+    return [sidecar_key(log, s) for s in reader.sidecars]
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -309,22 +433,38 @@ def _rows(snapshot: Snapshot, now: int) -> list[dict[str, Any]]:
     return rows
 
 
+def uses_v2_checkpoints(protocol: Protocol) -> bool:
+    """Whether the table supports the ``v2Checkpoint`` feature (its checkpoints may be V2 spec, never multi-part)."""
+    return "v2Checkpoint" in (protocol.writer_features or ())
+
+
 def write_checkpoint(log: DeltaLog, snapshot: Snapshot, *, parts: int = 1) -> LastCheckpoint:
     """Write a classic checkpoint of ``snapshot`` (``parts`` > 1: multi-part), then ``_last_checkpoint``.
+
+    On a table with the ``v2Checkpoint`` feature it is a classic-named V2-spec checkpoint: the same file with a
+    ``checkpointMetadata`` row (PROTOCOL.md allows V2 spec under the classic name; multi-part checkpoints are
+    forbidden there, so ``parts`` > 1 is a :class:`ValueError`). Every file action is inline (no sidecars), so
+    readers without V2 support still find the protocol in it and refuse the table by name.
 
     Checkpoint files are written with plain PUT: a checkpoint's content is a deterministic function of
     the version, so two writers racing produce equivalent files (as in Delta).
     """
     if parts < 1:
         raise ValueError("parts must be >= 1")
+    v2 = uses_v2_checkpoints(snapshot.protocol)
+    if v2 and parts > 1:
+        raise ValueError(f"{log.name} has the v2Checkpoint feature: multi-part checkpoints are forbidden")
+    schema = V2_CHECKPOINT_SCHEMA if v2 else CHECKPOINT_SCHEMA
     rows = _rows(snapshot, now_ms())
-    columns = [f.name for f in CHECKPOINT_SCHEMA]
+    if v2:
+        rows.insert(0, {"checkpointMetadata": {"version": snapshot.version, "tags": []}})
+    columns = [f.name for f in schema]
     full = [{c: r.get(c) for c in columns} for r in rows]
     per_part = -(-len(full) // parts)
     total_bytes = 0
     for i in range(parts):
         chunk = full[i * per_part : (i + 1) * per_part]
-        table = pa.Table.from_pylist(chunk, schema=CHECKPOINT_SCHEMA)
+        table = pa.Table.from_pylist(chunk, schema=schema)
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="snappy")
         data = buf.getvalue()

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from txlake.delta.roaring import U64Array, decode_bitmap64, decode_native_bitmap_array
+from txlake.delta.roaring import U64Array, decode_bitmap64, decode_native_bitmap_array, encode_bitmap64
 
 MAGIC = 1681511377
 """First four bytes (little-endian) of a RoaringBitmapArray in the portable format (the one writers use)."""
@@ -215,3 +215,21 @@ def keep_mask(num_rows: int, deleted: U64Array) -> np.ndarray[Any, np.dtype[np.b
     mask = np.ones(num_rows, dtype=bool)
     mask[deleted.astype(np.intp)] = False
     return mask
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def encode_roaring_bitmap_array(rows: U64Array) -> bytes:
+    """A RoaringBitmapArray in the portable format: :data:`MAGIC`, then the 64-bit bitmap of ``rows``."""
+    return struct.pack("<I", MAGIC) + encode_bitmap64(np.unique(rows.astype(np.uint64)))
+
+
+def frame(data: bytes) -> bytes:
+    """One DV of a DV file: its size (u32, big-endian), the bytes, their CRC-32 (big-endian)."""
+    return struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+
+
+def new_file_descriptor(file_id: uuid.UUID, offset: int, data: bytes, cardinality: int) -> DeletionVectorDescriptor:
+    """The descriptor of a DV stored at ``offset`` of ``deletion_vector_<file_id>.bin`` in the table root."""
+    return DeletionVectorDescriptor("u", z85_encode(file_id.bytes), len(data), cardinality, offset)

@@ -11,13 +11,23 @@ from txlake.errors import UnsupportedFeatureError
 
 # variantType is declared by delta-rs on tables it upgrades to (3, 7) even without variant columns; such tables
 # are plain to read and write, so the feature is supported as long as no column is a variant.
-# deletionVectors is read (rows a DV deletes are dropped) but not written: txlake's writes would have to carry
-# DVs through copy-on-write rewrites and conflict checks, so a table that declares it is refused for writes.
+# deletionVectors: rows a DV deletes are dropped on read; writes rewrite a file with a DV without those rows and
+# remove it by (path, DV) (docs/protocol.md, "Deletion vectors"). v2Checkpoint: V2 checkpoints (UUID-named, sidecars)
+# are read; txlake's own checkpoints of such tables are classic-named V2-spec ones (delta/checkpoint.py).
 SUPPORTED_READER_FEATURES = frozenset(
-    {"columnMapping", "deletionVectors", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"}
 )
 SUPPORTED_WRITER_FEATURES = frozenset(
-    {"appendOnly", "columnMapping", "invariants", "timestampNtz", "vacuumProtocolCheck", "variantType"}
+    {
+        "appendOnly",
+        "columnMapping",
+        "deletionVectors",
+        "invariants",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantType",
+    }
 )
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
@@ -92,6 +102,18 @@ def protocol_for_new_table(schema_string: str, configuration: Mapping[str, str] 
     return Protocol(1, 2)
 
 
+def with_deletion_vectors(protocol: Protocol, configuration: Mapping[str, str]) -> Protocol:
+    """A new table's ``protocol`` with the ``deletionVectors`` feature when its properties turn DVs on
+    (``delta.enableDeletionVectors=true``): reader version 3, writer version 7, the features (1, 2) implies kept."""
+    if configuration.get("delta.enableDeletionVectors", "").lower() != "true":
+        return protocol
+    readers = tuple(protocol.reader_features or ())
+    writers = tuple(protocol.writer_features or ("appendOnly", "invariants"))
+    if protocol.min_reader_version == 2:  # (2, 5): column mapping, a feature of its own at (3, 7)
+        readers, writers = ("columnMapping",), (*writers, "columnMapping")
+    return Protocol(3, 7, (*readers, "deletionVectors"), (*writers, "deletionVectors"))
+
+
 def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
     """Raise :class:`UnsupportedFeatureError` if committing to this table could break its protocol."""
     check_read_support(protocol, metadata, table=table)
@@ -99,10 +121,6 @@ def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | 
     if v > MAX_WRITER_VERSION:
         raise UnsupportedFeatureError(f"{table} needs writer version {v}", table=table, feature=f"writerVersion{v}")
     if v == 7:
-        if "deletionVectors" in (protocol.writer_features or ()):  # the feature a reader most likely meets
-            raise UnsupportedFeatureError(
-                f"{table} uses deletion vectors (read only)", table=table, feature="deletionVectors"
-            )
         for feature in protocol.writer_features or ():
             if feature not in SUPPORTED_WRITER_FEATURES:
                 raise UnsupportedFeatureError(f"{table} uses writer feature {feature}", table=table, feature=feature)

@@ -21,7 +21,18 @@ import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
 from txlake.delta.colmap import FileFields, physical_name, to_logical, to_physical
-from txlake.delta.dv import DeletionVectorDescriptor, deleted_rows, file_range, inline_bytes, keep_mask, unframe
+from txlake.delta.dv import (
+    FILE_FORMAT_VERSION,
+    DeletionVectorDescriptor,
+    deleted_rows,
+    encode_roaring_bitmap_array,
+    file_range,
+    frame,
+    inline_bytes,
+    keep_mask,
+    new_file_descriptor,
+    unframe,
+)
 from txlake.delta.roaring import U64Array
 from txlake.delta.schema import cast_problem, spark_type_name
 from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError, SchemaMismatchError
@@ -479,6 +490,25 @@ def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table
             table=table,
             path=add.path,
         ) from exc
+
+
+def write_deletion_vectors(
+    store: ObjectStore, table_path: str, deleted: Sequence[U64Array]
+) -> tuple[str, list[DeletionVectorDescriptor]]:
+    """Write one DV file ``deletion_vector_<uuid>.bin`` in the table root holding a DV per entry of ``deleted``
+    (sorted row indexes): format version 1, then each DV framed (size, portable RoaringBitmapArray, CRC-32).
+    Returns its key and the descriptors (storage type ``u``, the UUID in Z85, each DV's offset)."""
+    file_id = uuid.uuid4()
+    out = bytearray([FILE_FORMAT_VERSION])
+    descriptors = []
+    for rows in deleted:
+        data = encode_roaring_bitmap_array(rows)
+        descriptors.append(new_file_descriptor(file_id, len(out), data, len(rows)))
+        out += frame(data)
+    rel = descriptors[0].relative_path() if descriptors else f"deletion_vector_{file_id}.bin"
+    key = f"{table_path}/{rel}" if table_path else rel
+    store.put(key, bytes(out))
+    return key, descriptors
 
 
 def _drop_deleted(raw: pa.Table, add: Add, deleted: U64Array, table: str | None) -> pa.Table:

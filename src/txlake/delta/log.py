@@ -20,7 +20,8 @@ from txlake.storage import ObjectMeta, ObjectStore
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
-_V2_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
+_UUID_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(?:json|parquet)$")
+SIDECARS = "_sidecars"
 READ_CONCURRENCY = 16
 BATCHES_PER_WORKER = 4
 
@@ -31,7 +32,8 @@ def commit_name(version: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CheckpointRef:
-    """A classic checkpoint at ``version``: one file or ``parts`` files, complete when all parts exist."""
+    """A checkpoint at ``version``: a classic one (one file, or ``parts`` files, complete when all parts exist)
+    or a UUID-named V2 one (``n.checkpoint.<uuid>.json|parquet``, one file that may name sidecar files)."""
 
     version: int
     paths: tuple[str, ...]
@@ -40,6 +42,14 @@ class CheckpointRef:
     @property
     def complete(self) -> bool:
         return self.parts is None or len(self.paths) == self.parts
+
+    @property
+    def uuid_named(self) -> bool:
+        return _UUID_CHECKPOINT.match(self.paths[0].rsplit("/", 1)[-1]) is not None
+
+    @property
+    def is_json(self) -> bool:
+        return self.paths[0].endswith(".json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +85,10 @@ def parse_last_checkpoint(raw: bytes) -> LastCheckpoint | None:
 
 @dataclass
 class LogListing:
-    """What one LIST of ``_delta_log/`` found: commit files and complete checkpoints by version."""
+    """What one LIST of ``_delta_log/`` found: commit files and checkpoints (classic or UUID-named) by version."""
 
     commits: dict[int, ObjectMeta] = field(default_factory=dict)
     checkpoints: dict[int, CheckpointRef] = field(default_factory=dict)
-    v2_checkpoints: set[int] = field(default_factory=set)
 
     @property
     def latest_commit(self) -> int | None:
@@ -141,14 +150,18 @@ class DeltaLog:
                 total = int(m.group(3)) if m.group(3) else None
                 parts.setdefault((int(m.group(1)), total), []).append(meta.path)
                 continue
-            m = _V2_CHECKPOINT.match(name)
+            m = _UUID_CHECKPOINT.match(name)
             if m:
-                listing.v2_checkpoints.add(int(m.group(1)))
-        for (v, total), paths in parts.items():
-            ref = CheckpointRef(v, tuple(sorted(paths)), total)
-            known = listing.checkpoints.get(v)
-            if known is None or (ref.complete and not known.complete):
-                listing.checkpoints[v] = ref
+                parts.setdefault((int(m.group(1)), None), []).append(meta.path)
+        # One checkpoint per version: a complete one, a classic single file before a UUID-named one (writers
+        # that race may leave several; any complete one holds the same state), by name among UUID-named ones.
+        refs = [
+            CheckpointRef(v, tuple(sorted(paths)), total)
+            for (v, total), paths in parts.items()
+            for paths in ([paths] if total is not None else [[p] for p in sorted(paths)])
+        ]
+        for ref in sorted(refs, key=lambda r: (not r.complete, r.uuid_named, r.paths), reverse=True):
+            listing.checkpoints[ref.version] = ref  # the preferred one comes last
         return listing
 
     def exists(self) -> bool:

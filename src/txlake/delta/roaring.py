@@ -161,3 +161,47 @@ def decode_native_bitmap_array(data: bytes, offset: int = 0) -> U64Array:
 def _at_end(reader: _Reader) -> None:
     if reader.pos != len(reader.data):
         raise RoaringFormatError(f"{len(reader.data) - reader.pos} bytes after the end of the Roaring bitmap")
+
+
+# ----------------------------------------------------------------------------------------------- encoding
+
+
+def encode_bitmap32(values: npt.NDArray[np.uint32]) -> bytes:
+    """The portable serialization of a 32-bit bitmap of ``values`` (sorted, distinct): array containers up to
+    4096 values, bitmap containers above, no run containers (cookie ``12346``, container offsets included)."""
+    keys = (values >> np.uint32(16)).astype(np.uint16)
+    lows = (values & np.uint32(0xFFFF)).astype("<u2")
+    unique, starts, counts = np.unique(keys, return_index=True, return_counts=True)
+    size = len(unique)
+    header = np.empty((size, 2), dtype="<u2")
+    header[:, 0] = unique
+    header[:, 1] = counts - 1
+    containers: list[bytes] = []
+    for start, count in zip(starts.tolist(), counts.tolist(), strict=True):
+        low = lows[start : start + count]
+        if count <= ARRAY_MAX_CARDINALITY:
+            containers.append(low.tobytes())
+        else:
+            bits = np.zeros(1 << 16, dtype=bool)
+            bits[low] = True
+            containers.append(np.packbits(bits, bitorder="little").tobytes())
+    position = 8 + 4 * size + 4 * size
+    offsets = np.empty(size, dtype="<u4")
+    for i, container in enumerate(containers):
+        offsets[i] = position
+        position += len(container)
+    return b"".join(
+        [struct.pack("<II", SERIAL_COOKIE_NO_RUNCONTAINER, size), header.tobytes(), offsets.tobytes(), *containers]
+    )
+
+
+def encode_bitmap64(values: U64Array) -> bytes:
+    """The portable serialization of a 64-bit bitmap of ``values`` (sorted, distinct): a u64 bucket count, then
+    per high 32-bit key its u32 key and the 32-bit bitmap of the low halves."""
+    highs = (values >> np.uint64(32)).astype(np.uint32)
+    unique, starts, counts = np.unique(highs, return_index=True, return_counts=True)
+    parts = [struct.pack("<Q", len(unique))]
+    for key, start, count in zip(unique.tolist(), starts.tolist(), counts.tolist(), strict=True):
+        low = (values[start : start + count] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        parts.append(struct.pack("<I", key) + encode_bitmap32(low))
+    return b"".join(parts)

@@ -10,7 +10,7 @@ from txlake.delta.actions import CommitInfo
 from txlake.delta.checkpoint import read_checkpoint
 from txlake.delta.log import DeltaLog, LogListing
 from txlake.delta.state import Snapshot, SnapshotBuilder
-from txlake.errors import CorruptLogError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
+from txlake.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 
 
 def _mtime_ms(listing: LogListing, version: int) -> int | None:
@@ -51,10 +51,6 @@ def load_snapshot(log: DeltaLog, version: int | None = None) -> Snapshot:
         start = checkpoint.version + 1
     else:
         if 0 not in listing.commits:
-            if listing.v2_checkpoints:
-                raise UnsupportedFeatureError(
-                    f"{log.name} needs a V2 checkpoint to load", table=log.name, feature="v2Checkpoint"
-                )
             earliest = min(listing.commits) if listing.commits else target
             raise VersionNotFoundError(
                 f"{log.name} version {target} cannot be rebuilt: the log starts at {earliest} with no checkpoint",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -13,6 +15,9 @@ from txlake.delta.features import check_read_support
 from txlake.delta.filemap import FileMap
 from txlake.delta.schema import schema_from_json
 from txlake.errors import CorruptLogError, UnsupportedFeatureError
+
+if TYPE_CHECKING:
+    from txlake.expr.prune import StatsIndex
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,13 @@ class Snapshot:
     @property
     def partition_columns(self) -> tuple[str, ...]:
         return self.metadata.partition_columns
+
+    @cached_property
+    def stats_index(self) -> StatsIndex:
+        """The live files' statistics, parsed once per snapshot, for pruning them by predicates."""
+        from txlake.expr.prune import StatsIndex  # (txlake.expr imports this package)
+
+        return StatsIndex(list(self.files.values()), self.schema, self.partition_columns)
 
     @property
     def num_records(self) -> int | None:

@@ -11,7 +11,7 @@ import pyarrow as pa
 from txlake.delta.actions import Action, CommitInfo, Metadata, now_ms
 from txlake.delta.checkpoint import write_checkpoint
 from txlake.delta.colmap import mapped_for_new_table
-from txlake.delta.features import check_write_support, protocol_for_new_table
+from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import read_files, write_data_files
 from txlake.delta.log import DeltaLog, LastCheckpoint
 from txlake.delta.schema import conform, normalize_schema, schema_to_json
@@ -110,7 +110,8 @@ class DeltaTable:
             {"mode": "ErrorIfExists", "partitionBy": list(partition_by)},
             **dict(extra_commit_info or {}),
         )
-        return [info, protocol_for_new_table(metadata.schema_string, metadata.configuration), metadata]
+        protocol = protocol_for_new_table(metadata.schema_string, metadata.configuration)
+        return [info, with_deletion_vectors(protocol, metadata.configuration), metadata]
 
     # ---------------------------------------------------------------------------------------- reading
 

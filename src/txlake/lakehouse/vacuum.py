@@ -34,8 +34,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from txlake.delta.actions import Add, CommitInfo, now_ms
+from txlake.delta.checkpoint import checkpoint_sidecars
 from txlake.delta.files import decode_path
-from txlake.delta.log import DeltaLog
+from txlake.delta.log import SIDECARS, DeltaLog, LogListing
 from txlake.delta.snapshot import load_snapshot
 from txlake.errors import InvalidArgumentError, ObjectNotFoundError, TxlakeError, VersionNotFoundError
 from txlake.lakehouse.ages import CLOCK_SKEW, ORPHAN_GUARD
@@ -74,6 +75,9 @@ _UNITS = {
     "day": 86400,
     "week": 604800,
 }
+
+SIDECAR_GUARD_MS = 24 * 3600 * 1000
+"""Sidecar files younger than this stay even if no checkpoint names them yet (PROTOCOL.md, "Metadata Cleanup")."""
 
 DELETE_BATCH = 1000
 T = TypeVar("T")
@@ -635,7 +639,8 @@ class _Vacuum:
 
     def _clean_delta_log(self, entry: TableEntry, version: int | None, listed: Mapping[str, ObjectMeta]) -> int:
         """Delete the table's commits and checkpoints below its newest checkpoint at or below ``version``
-        (``listed``: the root listing vacuum began with; anything newer is above that checkpoint)."""
+        (``listed``: the root listing vacuum began with; anything newer is above that checkpoint), then the
+        sidecar files no remaining checkpoint names (PROTOCOL.md, "Metadata Cleanup")."""
         if version is None:
             return 0
         log = DeltaLog(self.store, entry.path.strip("/"), name=entry.name)
@@ -656,12 +661,31 @@ class _Vacuum:
             doomed.append((int(head), meta))
         if any(_ms(m) >= cut for _, m in doomed):
             return 0  # a young entry below the checkpoint (a clock problem): leave the log whole
+        sidecars = self._unreferenced_sidecars(log, listing, best.version, listed, cut)
         if not self.dry_run:
             checkpoints = sorted((v, m.path) for v, m in doomed if ".checkpoint" in m.path)
             others = sorted((v, m.path) for v, m in doomed if ".checkpoint" not in m.path)
             for _, path in checkpoints + others:
                 self.store.delete(path)
-        return len(doomed)
+            for path in sidecars:  # after the checkpoints that named them
+                self.store.delete(path)
+        return len(doomed) + len(sidecars)
+
+    def _unreferenced_sidecars(
+        self, log: DeltaLog, listing: LogListing, start: int, listed: Mapping[str, ObjectMeta], cut: int
+    ) -> list[str]:
+        """Sidecar files older than the log retention (and than a day: a checkpoint being written names its
+        sidecars last) that no checkpoint at or above ``start`` (those the clean-up leaves) names."""
+        directory = f"{log.log_dir}/{SIDECARS}/"
+        old = min(cut, self.started_ms - SIDECAR_GUARD_MS)
+        candidates = [p for p, m in listed.items() if p.startswith(directory) and _ms(m) < old]
+        if not candidates:
+            return []
+        named: set[str] = set()
+        for v, ref in listing.checkpoints.items():
+            if v >= start:
+                named.update(checkpoint_sidecars(log, ref))
+        return sorted(p for p in candidates if p not in named)
 
     # ---------------------------------------------------------------------------------------- delete
 

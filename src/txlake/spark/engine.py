@@ -38,6 +38,7 @@ from txlake.errors import PredicateError, SchemaMismatchError, TxlakeError
 from txlake.expr import parse_predicate
 from txlake.expr.nodes import walk
 from txlake.spark import dml
+from txlake.spark.compact import compact as spark_compact
 from txlake.spark.dml import FILE_COLUMN, TaggedScan, local_file_key, quote, spark_file_key
 from txlake.spark.jobs import awaited_jobs, job_tag
 from txlake.spark.native import native_write_problem, write_native
@@ -353,6 +354,10 @@ class SparkEngine:
     ) -> RewriteOutcome:
         """Copy-on-write UPDATE/DELETE of ``scan.files`` as Spark jobs (:func:`txlake.spark.dml.rewrite`)."""
         return dml.rewrite(self, scan, target, where=where, set=set, delete=delete)
+
+    def compact(self, scan: ScanSpec, target: WriteSpec, *, files: int, zorder_by: Sequence[str] = ()) -> WriteOutcome:
+        """``optimize`` as one Spark job (:func:`txlake.spark.compact.compact`)."""
+        return spark_compact(self, scan, target, files=files, zorder_by=zorder_by)
 
     def merge_pruning_predicate(self, source: Any, spec: MergeSpec, table: TableLocation) -> str | None:
         """Target key ranges of ``source`` (:func:`txlake.spark.dml.merge_pruning_predicate`)."""

@@ -167,7 +167,7 @@ class LakeContext:
             if inside is None:
                 raise InvalidArgumentError(
                     f"{location} is outside the lakehouse root {self.store.uri}: register only tables inside it "
-                    "(clone or copy the table in)",
+                    "(open the lakehouse at a directory that holds the table: it adds only _txlake/ there)",
                     argument="location",
                 )
             text = unquote(inside) if "%" in inside and "://" in location else inside

@@ -225,6 +225,12 @@ class DataEngine(Protocol):
         """
         ...
 
+    def compact(self, scan: ScanSpec, target: WriteSpec, *, files: int, zorder_by: Sequence[str] = ()) -> WriteOutcome:
+        """Write the rows of ``scan.files`` again as about ``files`` files of ``target`` (per partition at most
+        as many as needed), clustered along a Z-order curve of ``zorder_by`` when given; nothing is committed.
+        """
+        ...
+
     def merge_pruning_predicate(self, source: Any, spec: MergeSpec, table: TableLocation) -> str | None:
         """A predicate on the target that every row a merge of ``source`` can match satisfies (``None``: all)."""
         ...

@@ -116,8 +116,8 @@ def _compensate(log: DeltaLog, record: GlobalRecord, after: int, actions: Sequen
         if isinstance(a, Add):
             inverse.append(a.remove(deletion_timestamp=ts))
         elif isinstance(a, Remove) and a.size is not None:
-            inverse.append(
-                Add(a.path, dict(a.partition_values or {}), a.size, ts, True, a.stats, a.tags),
+            inverse.append(  # the same logical file: its deletion vector comes back with it
+                Add(a.path, dict(a.partition_values or {}), a.size, ts, True, a.stats, a.tags, a.deletion_vector),
             )
 
     def ours(m: dict[str, object] | None) -> bool:

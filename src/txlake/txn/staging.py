@@ -12,7 +12,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove
-from txlake.delta.files import decode_path, read_file, read_files, resolve_file, write_data_files
+from txlake.delta.dv import unique_id
+from txlake.delta.files import (
+    decode_path,
+    load_deletion_vector,
+    read_file,
+    read_files,
+    resolve_file,
+    write_data_files,
+    write_deletion_vectors,
+)
+from txlake.delta.roaring import U64Array
 from txlake.delta.schema import conform, normalize_schema, schema_from_json
 from txlake.delta.state import Snapshot
 from txlake.errors import PredicateError, SchemaMismatchError
@@ -47,6 +57,8 @@ class TableWork:
     query_predicates: list[str | None] = field(default_factory=list)
     query_files: set[str] = field(default_factory=set)
     only_appends: bool = True
+    dv_files: list[str] = field(default_factory=list)
+    """Keys of the deletion-vector files this transaction wrote (deleted if it never commits)."""
 
     # ------------------------------------------------------------------------------------------- view
 
@@ -88,6 +100,8 @@ class TableWork:
         files = self.live_files()
         if predicate is None:
             return files
+        if self.snapshot is not None and not self.added and not self.removed and self.new_metadata is None:
+            return self.snapshot.stats_index.matching(predicate.node)  # the snapshot's files, parsed once
         schema, parts = self.schema, self.partition_columns
         return [a for a in files if predicate.may_match(FileStats.from_add(a, schema, parts))]
 
@@ -175,13 +189,10 @@ class TableWork:
         self._stage_adds(a for a in adds if a.num_records != 0)
         self.operations.append(operation)
 
-    def compact(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> tuple[int, int, int]:
-        """Bin-pack the live files smaller than ``target_bytes`` (in partitions matching ``where``, which may
-        name partition columns only) into files of about ``target_bytes``; with ``zorder_by``, rewrite every file
-        of a partition sorted along a Z-order curve of those columns. The rows do not change: removes and adds
-        carry ``dataChange=false``, so readers and concurrent appends are unaffected, and only a concurrent
-        removal of a compacted file conflicts. Returns (files removed, files added, bytes removed).
-        """
+    def plan_compaction(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> list[list[Add]]:
+        """The bins an ``optimize`` rewrites: live files smaller than ``target_bytes`` (in partitions matching
+        ``where``, which may name partition columns only), packed per partition into bins of about
+        ``target_bytes``; with ``zorder_by``, every file of a partition. Each bin becomes about one file."""
         predicate = self.bind(where)
         if predicate is not None:
             outside = sorted(predicate.columns - set(self.partition_columns))
@@ -202,26 +213,42 @@ class TableWork:
         for add in self.candidates(predicate):
             if add.path not in self.added:
                 groups.setdefault(tuple(sorted(add.partition_values.items())), []).append(add)
-        rewritten: list[Add] = []
-        written: list[Add] = []
+        bins: list[list[Add]] = []
         for files in groups.values():
             chosen = sorted(files, key=lambda a: a.path) if zorder_by else [a for a in files if a.size < target_bytes]
-            for bin_ in _bins(chosen, target_bytes, whole=bool(zorder_by)):
-                data = self._read(bin_)
-                if zorder_by:
-                    data = data.take(zorder_indices(data, zorder_by))
-                adds = write_data_files(
+            bins.extend(_bins(chosen, target_bytes, whole=bool(zorder_by)))
+        return bins
+
+    def compact(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> tuple[int, int, int]:
+        """Compaction on Arrow, in this process: each bin of :meth:`plan_compaction` read, Z-ordered when asked,
+        and written again (see :meth:`stage_compaction`). Returns (files removed, files added, bytes removed).
+        """
+        rewritten: list[Add] = []
+        written: list[Add] = []
+        for bin_ in self.plan_compaction(where, target_bytes, zorder_by):
+            data = self._read(bin_)
+            if zorder_by:
+                data = data.take(zorder_indices(data, zorder_by))
+            written.extend(
+                write_data_files(
                     self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
                 )
-                rewritten.extend(bin_)
-                written.extend(dataclasses.replace(a, data_change=False) for a in adds)
+            )
+            rewritten.extend(bin_)
+        return self.stage_compaction(rewritten, written)
+
+    def stage_compaction(self, rewritten: Sequence[Add], written: Iterable[Add]) -> tuple[int, int, int]:
+        """Stage a compaction: files ``rewritten`` replaced by ``written``, which hold the same rows. Removes and
+        adds carry ``dataChange=false``, so readers and concurrent appends are unaffected; only a concurrent
+        removal of a rewritten file conflicts. Returns (files removed, files added, bytes removed)."""
+        adds = [dataclasses.replace(a, data_change=False) for a in written if a.num_records != 0]
         self.only_appends = False
         self.dml_files.update(a.path for a in rewritten)  # a read of these files, without a predicate
         for add in rewritten:
             self.removed[add.path] = add.remove(data_change=False)
-        self._stage_adds(written)
+        self._stage_adds(adds)
         self.operations.append("OPTIMIZE")
-        return len(rewritten), len(written), sum(a.size for a in rewritten)
+        return len(rewritten), len(adds), sum(a.size for a in rewritten)
 
     def change_metadata(self, metadata: Metadata, operation: str) -> None:
         """Stage a new schema or new properties (a table created in this transaction just gets them)."""
@@ -238,8 +265,14 @@ class TableWork:
         numbers of files removed and added."""
         current = {a.path: a for a in self.live_files()}
         self.record_dml(None, current.values())
-        removed = [a for p, a in current.items() if p not in files]
-        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in current]
+        # a logical file is (path, DV): a data file whose deletion vector changed since is removed and re-added
+        same = {
+            p
+            for p, a in current.items()
+            if p in files and unique_id(files[p].deletion_vector) == unique_id(a.deletion_vector)
+        }
+        removed = [a for p, a in current.items() if p not in same]
+        added = [dataclasses.replace(a, data_change=True) for p, a in files.items() if p not in same]
         for add in removed:
             self._drop_file(add)
         self._stage_adds(added)
@@ -274,6 +307,62 @@ class TableWork:
                 touched += changed
                 self.replace_file(add, new_rows)
         self.operations.append(operation)
+        return touched
+
+    @property
+    def writes_deletion_vectors(self) -> bool:
+        """Whether DELETE marks rows deleted with deletion vectors (merge-on-read) instead of rewriting files: the
+        table supports the ``deletionVectors`` writer feature and ``delta.enableDeletionVectors`` is ``true``."""
+        protocol = self.created_protocol or (self.snapshot.protocol if self.snapshot is not None else None)
+        supported = protocol is not None and "deletionVectors" in (protocol.writer_features or ())
+        return supported and self.metadata.configuration.get("delta.enableDeletionVectors", "").lower() == "true"
+
+    def delete_with_deletion_vectors(self, where: str | None, transform: RowTransform) -> int:
+        """Merge-on-read DELETE: a data file with matching rows keeps its data and gets a deletion vector of its
+        old DV's rows plus the matching ones (remove ``(path, old DV)``, add ``(path, new DV)``); a file left with
+        no row is removed. Files this transaction wrote itself, or without ``numRecords`` (a DV needs it), are
+        rewritten by ``transform`` instead. The new DVs go to one DV file. Returns the number of rows deleted."""
+        predicate = self.bind(where)
+        files = self.candidates(predicate)
+        self.record_dml(where, files)
+        columns = sorted(predicate.columns) if predicate is not None else []
+        touched = 0
+        marked: list[tuple[Add, U64Array]] = []
+        for add in files:
+            own = add.path in self.added and add.path not in self.removed
+            if predicate is None or own or add.num_records is None:
+                new_rows, changed = transform(self.read_one(add), predicate)
+                if changed:
+                    touched += changed
+                    self.replace_file(add, new_rows)
+                continue
+            old = load_deletion_vector(self.store, self.entry.path, add, table=self.entry.name)
+            physical = read_file(
+                self.store,
+                self.entry.path,
+                dataclasses.replace(add, deletion_vector=None),
+                self.schema,
+                self.partition_columns,
+                columns=columns or self.schema.names[:1],
+                table=self.entry.name,
+            )
+            hits = np.flatnonzero(predicate.matches(physical).fill_null(False).to_numpy(zero_copy_only=False))
+            deleted = np.union1d(old, hits.astype(np.uint64))
+            if len(deleted) == len(old):
+                continue
+            touched += len(deleted) - len(old)
+            if len(deleted) == physical.num_rows:
+                self._drop_file(add)
+            else:
+                marked.append((add, deleted))
+        if marked:
+            key, descriptors = write_deletion_vectors(self.store, self.entry.path, [d for _, d in marked])
+            self.dv_files.append(key)
+            for (add, _), dv in zip(marked, descriptors, strict=True):
+                if add.path not in self.added:  # a snapshot file; one already marked here was removed then
+                    self.removed[add.path] = add.remove()
+                self.added[add.path] = dataclasses.replace(add, deletion_vector=dv, data_change=True)
+        self.operations.append("DELETE")
         return touched
 
     def rewrite_as(self, schema: pa.Schema, transform: RowTransform) -> None:
@@ -333,10 +422,13 @@ class TableWork:
         return ops[0] if len(ops) == 1 else "TXLAKE TRANSACTION"
 
     def discard(self) -> None:
-        """Delete every data file this transaction wrote to the table (it was never published)."""
+        """Delete every data and deletion-vector file this transaction wrote to the table (it was never published)."""
         for add in self.added.values():
             self._delete_own(add)
         self.added.clear()
+        for key in self.dv_files:
+            self.store.delete(key)
+        self.dv_files.clear()
 
     def _delete_own(self, add: Add) -> None:
         """Delete a data file this transaction wrote. Only such a file: its name carries the txid (``part-<txid>-``);

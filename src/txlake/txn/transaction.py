@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import re
@@ -11,7 +12,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import pyarrow as pa
 
@@ -26,7 +27,7 @@ from txlake.arguments import (
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
 from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table, mapping_mode
-from txlake.delta.features import check_write_support, protocol_for_new_table
+from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import decode_path, resolve_file
 from txlake.delta.log import DeltaLog
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
@@ -36,6 +37,9 @@ from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
 from txlake.errors import (
     CatalogChangedError,
     CommitStateUnknownError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
     ConcurrentTransactionError,
     ConflictError,
     CorruptLogError,
@@ -101,6 +105,41 @@ TxStatus = Literal["active", "committed", "aborted", "unknown"]
 """``unknown``: the commit raised :class:`CommitStateUnknownError` (it may still be rolled forward)."""
 _log = logging.getLogger("txlake")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+REDO_CONFLICTS = (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDeleteDeleteError)
+"""Conflicts a redo resolves: another commit changed data a statement read or rewrote (not the schema,
+protocol, catalog or an application transaction id)."""
+REPLAYABLE_OPERATIONS = frozenset({"WRITE", "OVERWRITE", "DELETE", "UPDATE", "MERGE"})
+MAX_REDOS = 100
+"""Redos per commit (and the commit timeout) before the conflict is raised: a table rewritten again and again."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """A data statement as the application issued it, to re-execute on a newer snapshot (redo)."""
+
+    method: str
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def _statement(method: F) -> F:
+    """Record a successful data statement (append, overwrite, delete, update, merge) for redo."""
+
+    @functools.wraps(method)
+    def run(self: Transaction, name: str, *args: Any, **kwargs: Any) -> Any:
+        result = method(self, name, *args, **kwargs)
+        if not self._replaying:
+            entry = self._view.table_by_name(name) if isinstance(name, str) else None
+            if entry is not None:
+                self._statements.setdefault(entry.id, []).append(_Statement(method.__name__, name, args, kwargs))
+        return result
+
+    return cast(F, run)
+
+
 DmlEngine = Literal["auto", "arrow", "spark"]
 """Where UPDATE/DELETE run: the data engine when the lakehouse has one (``auto``), Arrow, or the data engine."""
 
@@ -149,6 +188,8 @@ class CommitResult:
     table_versions: Mapping[str, int] = field(default_factory=dict)
     read_only: bool = False
     rebases: int = 0
+    redone: int = 0
+    """Statements re-executed on a newer snapshot because a concurrent commit conflicted with them (redo)."""
 
 
 class Transaction:
@@ -159,11 +200,20 @@ class Transaction:
     commits when it succeeds and aborts when it raises. A transaction cannot be reused.
     """
 
-    def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable") -> None:
+    def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable", *, redo: bool = True) -> None:
         if isolation not in ISOLATION_LEVELS:
             raise InvalidArgumentError(
                 f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}", argument="isolation"
             )
+        if not isinstance(redo, bool):
+            raise InvalidArgumentTypeError(f"redo must be True or False, got {redo!r}", argument="redo")
+        # redo: on a data conflict, re-execute the conflicting tables' statements on the newer snapshot instead
+        # of failing, unless the application read data in this transaction (it may have used what it read)
+        self._redo = redo
+        self._replaying = False
+        self._statements: dict[str, list[_Statement]] = {}
+        self._read_data = False
+        self._redone = 0
         self._ctx = ctx
         self.isolation: Isolation = isolation
         self._policy = IsolationPolicy(isolation)
@@ -270,7 +320,7 @@ class Transaction:
 
     def _writable(self, name: str) -> TableWork:
         """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
-        a feature txlake does not honour when writing (deletion vectors, CHECK constraints, ...)."""
+        a feature txlake does not honour when writing (CHECK constraints, row tracking, ...)."""
         work = self._table(name)
         if work.snapshot is not None:
             check_write_support(work.snapshot.protocol, work.snapshot.metadata, table=work.entry.name)
@@ -366,7 +416,9 @@ class Transaction:
             self._ctx.store,
             self.txid,
             created_metadata=metadata,
-            created_protocol=protocol_for_new_table(metadata.schema_string, metadata.configuration),
+            created_protocol=with_deletion_vectors(
+                protocol_for_new_table(metadata.schema_string, metadata.configuration), metadata.configuration
+            ),
         )
 
     def register_table(self, name: str, location: str) -> int:
@@ -375,8 +427,8 @@ class Transaction:
 
         Its Delta table id (``metaData.id``) becomes the catalog id, so the same table cannot be registered
         twice. From then on it is a lakehouse table like any other: plain writers' later commits are adopted
-        as usual. A location outside the lakehouse root is refused (:class:`InvalidArgumentError`: clone or
-        copy it in).
+        as usual. A location outside the lakehouse root is refused (:class:`InvalidArgumentError`): open the
+        lakehouse at a directory that holds the table (a lakehouse adds only ``_txlake/`` there).
         """
         self._ensure_active()
         namespace, _ = split_name(name)
@@ -463,15 +515,42 @@ class Transaction:
         *,
         target_file_size: int | str = "128MB",
         zorder_by: Sequence[str] | None = None,
+        engine: DmlEngine = "auto",
     ) -> OptimizeMetrics:
         """Compact ``name``'s small files (in the partitions ``where`` selects) into files of about
         ``target_file_size`` (bytes, or a text such as ``"128MB"``); with ``zorder_by``, also cluster each
         partition's rows along a Z-order curve of those columns. Rows do not change (``dataChange=false``):
         concurrent appends never conflict with it; a concurrent removal of a compacted file does.
+
+        With a data engine (``connect(..., spark=)``) the files are read and written by a Spark job;
+        ``engine="arrow"`` compacts in this process instead, ``engine="spark"`` requires Spark.
         """
         target = size_argument(target_file_size, "target_file_size")
         zorder = list(columns_argument(zorder_by) or [])
-        removed, added, size = self._writable(name).compact(where, target, zorder)
+        work = self._writable(name)
+        data_engine = self._dml_engine(engine)
+        if data_engine is None:
+            removed, added, size = work.compact(where, target, zorder)
+            return OptimizeMetrics(removed, added, size)
+        bins = work.plan_compaction(where, target, zorder)
+        rewritten = [a for bin_ in bins for a in bin_]
+        if not rewritten:
+            return OptimizeMetrics(0, 0, 0)
+        location = self._location(work)
+        written = data_engine.compact(
+            ScanSpec(location, tuple(rewritten)), WriteSpec(location, self.txid), files=len(bins), zorder_by=zorder
+        )
+        try:
+            expected = [a.live_records for a in rewritten]  # (rows a deletion vector deletes are not read)
+            if None not in expected and sum(n for n in expected if n is not None) != written.num_rows:
+                raise TxlakeError(
+                    f"optimize of {work.entry.name}: the engine wrote {written.num_rows} rows, the "
+                    f"{len(rewritten)} compacted files hold {sum(n for n in expected if n is not None)}"
+                )
+            removed, added, size = work.stage_compaction(rewritten, written.adds)
+        except BaseException:
+            work.delete_unstaged(written.adds)
+            raise
         return OptimizeMetrics(removed, added, size)
 
     def alter_table(
@@ -705,7 +784,12 @@ class Transaction:
     # ------------------------------------------------------------------------------------------ reads
 
     def read_arrow(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows of ``name`` matching ``where`` as this transaction sees them (its snapshot + own writes)."""
+        """Rows of ``name`` matching ``where`` as this transaction sees them (its snapshot + own writes).
+
+        The application may use what it read in later statements, so after a read a conflict is never resolved
+        by redo: it is raised (``lake.run`` then runs the whole function again).
+        """
+        self._read_data = True
         return self._table(name).scan(where, columns)
 
     def read(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> Any:
@@ -717,6 +801,7 @@ class Transaction:
         """
         engine = self._ctx.require_engine()
         work = self._table(name)
+        self._read_data = True  # (as read_arrow: no redo after a read)
         files = work.plan_query(engine.pruning_predicate(where, work.schema), columns)
         return engine.read(ScanSpec(self._location(work), tuple(files)), where=where, columns=columns)
 
@@ -736,6 +821,7 @@ class Transaction:
             )
         return engine
 
+    @_statement
     def append(self, name: str, data: pa.Table | Any, *, schema_mode: Literal["strict", "merge"] = "strict") -> int:
         """Stage ``data`` (an Arrow table or a Spark DataFrame) as new rows of ``name``; returns the row count.
 
@@ -767,6 +853,7 @@ class Transaction:
         if extra:
             self.alter_table(name, add_columns=pa.schema(extra))
 
+    @_statement
     def overwrite(self, name: str, data: pa.Table | Any, where: str | None = None) -> int:
         """Replace all rows (or the rows matching ``where``) with ``data``; every row of ``data`` must match."""
         if not isinstance(data, pa.Table):
@@ -856,18 +943,24 @@ class Transaction:
             work.delete_unstaged(adds)
             raise
 
+    @_statement
     def delete(self, name: str, where: str | None = None, *, engine: DmlEngine = "auto") -> int:
         """Delete the rows matching ``where`` (all rows when ``None``); returns the number deleted.
 
         With a data engine (``connect(..., spark=)``) this is a Spark job over the candidate files (Spark SQL
-        semantics); ``engine="arrow"`` runs it in this process instead, ``engine="spark"`` requires Spark.
+        semantics); ``engine="arrow"`` runs it in this process instead, ``engine="spark"`` requires Spark. On the
+        Arrow path, a table with ``delta.enableDeletionVectors=true`` (and the ``deletionVectors`` feature) gets
+        deletion vectors instead of rewritten files (merge-on-read).
         """
         work = self._writable(name)
         data_engine = self._dml_engine(engine)
         if data_engine is not None:
             return self._rewrite_engine(data_engine, work, where, "DELETE")
+        if work.writes_deletion_vectors:
+            return work.delete_with_deletion_vectors(where, lambda rows, p: delete_rows(rows, p))
         return work.rewrite(where, "DELETE", lambda rows, p: delete_rows(rows, p))
 
+    @_statement
     def update(self, name: str, set: Mapping[str, str], where: str | None = None, *, engine: DmlEngine = "auto") -> int:
         """``UPDATE name SET col = expr, ... WHERE where``; expressions are Spark SQL strings.
 
@@ -894,6 +987,7 @@ class Transaction:
         bound = {real: parse_expression(expr).bind(schema) for real, expr in columns.items()}
         return work.rewrite(where, "UPDATE", lambda rows, p: update_rows(rows, bound, p))
 
+    @_statement
     def merge(
         self,
         name: str,
@@ -1010,10 +1104,19 @@ class Transaction:
         # fail and names the winner); when racing others it is likely stale, and a lost claim costs more
         fresh = not self._ctx.racing and time.monotonic() - self._started < START_VIEW_REUSE
         view = self._start_view if fresh else self._ctx.view()
+        redos = 0
         while True:
             claimed = view.claimed_state()
             self._validate_catalog(claimed)
-            bases = self._validate_tables(view, claimed, checked, seen)
+            try:
+                bases = self._validate_tables(view, claimed, checked, seen)
+            except ConflictError as exc:
+                redone = self._redo_after(exc, redos, checked, seen) if time.monotonic() < deadline else None
+                if redone is None:
+                    raise
+                redos += 1
+                view = redone
+                continue
             record = self._record(view, bases)
             if not record.tables and not record.catalog:
                 return CommitResult(view.decided.version, self.read_version, read_only=True)
@@ -1073,7 +1176,73 @@ class Transaction:
                 self._ctx.after_commit(record.version)
             except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
                 _log.warning("txlake: after committing global version %d: %s", record.version, exc)
-            return CommitResult(record.version, self.read_version, self._versions(published.outcome), rebases=rebases)
+            return CommitResult(
+                record.version,
+                self.read_version,
+                self._versions(published.outcome),
+                rebases=rebases,
+                redone=self._redone,
+            )
+
+    def _redo_after(
+        self, conflict: ConflictError, redos: int, checked: dict[str, int], seen: set[tuple[str, int]]
+    ) -> LogView | None:
+        """Resolve a data conflict by redo: re-execute the conflicting table's statements on its newest decided
+        snapshot (this transaction's other tables keep what they staged); the newer view to validate again, or
+        ``None`` when redo does not apply and the conflict stands.
+
+        Sound because every statement redone reads only its own table (and literals or sources the application
+        passed in), and the application read no data in this transaction: the transaction is then equivalent
+        to one that ran all its statements at the newer version, where its other tables, validated up to it,
+        hold what they held at its start for everything it touched. See docs/protocol.md, "Redo".
+        """
+        if not self._redo or self._read_data or self._claimed is not None or not isinstance(conflict, REDO_CONFLICTS):
+            return None
+        entry = self._view.table_by_name(conflict.table) if conflict.table else None
+        if redos >= MAX_REDOS or entry is None or entry.id in self._unadopted:
+            return None
+        work = self._work.get(entry.id)
+        statements = self._statements.get(entry.id)
+        if (
+            work is None
+            or work.snapshot is None
+            or not statements
+            or work.new_metadata is not None
+            or any(op not in REPLAYABLE_OPERATIONS for op in work.operations)
+        ):
+            return None
+        # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
+        # their lease), not just the one that conflicted: under contention each redo would meet the next one
+        view = self._ctx.view()
+        claims = [p.record.version for p in view.pending if _changes(p.record, entry.id)]
+        last = max([*claims, conflict.winning_version or -1])
+        if last > view.decided.version:
+            self._or_unknown(last, lambda: self._ctx.await_prefix(last))
+            view = self._ctx.view()
+        decided = view.decided
+        if entry.id not in decided.tables:
+            return None  # dropped meanwhile: the catalog validation reports it
+        snapshot = self._ctx.snapshots.get(entry, decided.table_versions[entry.id])
+        _log.debug(
+            "txlake: %s redoes %d statement(s) on %s at Delta version %d",
+            self.txid,
+            len(statements),
+            entry.name,
+            snapshot.version,
+        )
+        work.discard()
+        self._work[entry.id] = TableWork(entry, snapshot, self._ctx.store, self.txid)
+        self._replaying = True
+        try:
+            for statement in statements:
+                getattr(self, statement.method)(statement.name, *statement.args, **statement.kwargs)
+        finally:
+            self._replaying = False
+        checked[entry.id] = snapshot.version
+        seen.difference_update({key for key in seen if key[0] == entry.id})
+        self._probed.pop(entry.id, None)
+        self._redone += len(statements)
+        return view
 
     def _after_claim(self, record: GlobalRecord) -> None:
         """A transaction that re-adds old files (restore, clone) looks for a vacuum horizon above their version
