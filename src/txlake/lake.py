@@ -346,6 +346,7 @@ class Lakehouse:
                     if tx._entry(name).id not in kept:
                         tx.drop_table(name)
             tx._borrow(then.version)
+            tx._free_names(entries)
             for entry in entries:
                 tx._restore_table(entry, then.delta_snapshot(entry.name))
         assert tx.result is not None

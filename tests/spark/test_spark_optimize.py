@@ -108,3 +108,37 @@ def test_spark_compaction_of_files_with_deletion_vectors(tmp_path: Path, spark: 
     assert sorted(deltars_read(lake.table_location("s.dv"))["id"].to_pylist()) == expected
     (compacted,) = lake.snapshot().delta_snapshot("s.dv").files.values()
     assert compacted.deletion_vector is None and compacted.num_records == 20
+
+
+def test_spark_compaction_keeps_files_near_the_target_size_and_odd_column_names(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    lake = txlake.connect((tmp_path / "lake").as_uri(), spark=spark)
+    rng = random.Random(3)
+    batches = []
+    for start in range(0, 4000, 250):  # 16 files of one partition, random strings: they barely compress
+        words = ["".join(rng.choice("abcdefghij") for _ in range(40)) for _ in range(250)]
+        batches.append(pa.table({"id": list(range(start, start + 250)), "a.b": words, "p": ["one"] * 250}))
+    for name, zorder in (("s.packed", None), ("s.zordered", ["a.b"])):
+        lake.create_table(name, "id bigint, `a.b` string, p string", partition_by=["p"])
+        for batch in batches:
+            with lake.transaction() as tx:
+                tx.append(name, batch)
+        total = sum(a.size for a in lake.snapshot().delta_snapshot(name).files.values())
+        metrics = lake.optimize(name, target_file_size=total // 4, zorder_by=zorder, engine="spark")
+        assert metrics.files_removed == 16 and 3 <= metrics.files_added <= 6, (name, metrics)  # not one file
+        data = lake.read_arrow(name)
+        assert sorted(data["id"].to_pylist()) == list(range(4000)) and data.column_names == ["id", "a.b", "p"]
+
+
+def test_a_missing_data_file_is_data_file_not_found_on_spark(tmp_path: Path, spark: SparkSession) -> None:
+    root = tmp_path / "lake"
+    lake = txlake.connect(root.as_uri(), spark=spark)
+    _small_files(lake, 4)
+    gone = next(iter(lake.snapshot().delta_snapshot("s.t").files.values()))
+    (root / "s" / "t" / gone.path.replace("%3D", "=")).unlink()
+    version = lake.version()
+    with pytest.raises(txlake.DataFileNotFoundError):
+        lake.optimize("s.t", engine="spark")
+    assert lake.version() == version
+    assert [m.path for m in lake.store.list("s/t") if m.path.endswith(".parquet")].__len__() == 3  # nothing new

@@ -107,3 +107,21 @@ def test_a_delete_that_wins_makes_only_the_compaction_retry(tmp_path: Path) -> N
         compaction.commit()
     metrics = lake.optimize("s.t")  # the retry compacts what is there now
     assert metrics.files_removed >= 2 and _ids(lake) == [0, 1, 3, 4, 5]
+
+
+def test_a_failed_compaction_leaves_no_file_and_zorder_names_are_checked(tmp_path: Path) -> None:
+    lake = _small_files(StoreLocation(tmp_path.as_uri(), {}), 6)
+    snap = lake.snapshot().delta_snapshot("s.t")
+    odd = next(a for a in snap.files.values() if a.partition_values["p"] == "odd")
+    (tmp_path / "s" / "t" / odd.path).unlink()  # one partition cannot be read: the other was compacted first
+    before = {p for p in tmp_path.rglob("*.parquet")}
+    with pytest.raises(txlake.DataFileNotFoundError):
+        lake.optimize("s.t", engine="arrow")
+    assert {p for p in tmp_path.rglob("*.parquet")} == before  # nothing written stays
+    assert lake.optimize("s.t", where="p = 'even'", zorder_by=["X"]).files_removed == 3  # names: any case
+    lake.create_table("s.n", "id bigint, st struct<a: int>, tags array<string>")
+    for column in ("st", "tags"):
+        with pytest.raises(txlake.SchemaMismatchError, match="needs columns with an order"):
+            lake.optimize("s.n", zorder_by=[column])
+    with pytest.raises(txlake.SchemaMismatchError, match="names no column"):
+        lake.optimize("s.n", zorder_by=["nope"])

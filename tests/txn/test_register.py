@@ -99,3 +99,11 @@ def test_restore_of_a_namespace_after_drop_rename_and_alter(tmp_path: Path) -> N
     with lake.transaction() as tx:  # and they take writes as before
         tx.append("n.c", pa.table({"id": pa.array([3], pa.int32())}))
     assert _rows(lake, "n.c") == [1, 2, 3]
+
+
+def test_a_location_that_is_not_a_string_is_a_type_error(tmp_path: Path) -> None:
+    lake = txlake.connect(tmp_path.as_uri())
+    with pytest.raises(txlake.InvalidArgumentTypeError):
+        lake.register_table("ext.x", 5)  # type: ignore[arg-type]
+    with pytest.raises(txlake.InvalidArgumentError):
+        lake.register_table("ext.x", "  ")

@@ -108,3 +108,28 @@ def test_string_arguments_where_lists_are_expected_are_refused(tmp_path: Path) -
     lake.create_table("a.t", "id long")
     with pytest.raises(txlake.InvalidArgumentTypeError, match="tables must be a list of table names"):
         lake.restore(version=1, tables="a.t")  # type: ignore[arg-type]
+
+
+def test_restore_undoes_a_swap_of_two_names(tmp_path: Path) -> None:
+    lake = txlake.connect(tmp_path.as_uri())
+    for name, value in (("ns.x", 1), ("ns.y", 2)):
+        lake.create_table(name, "v bigint")
+        with lake.transaction() as tx:
+            tx.append(name, pa.table({"v": [value]}))
+    before = lake.version()
+    with lake.transaction() as tx:  # x and y trade names
+        tx.rename_table("ns.x", "ns.tmp")
+        tx.rename_table("ns.y", "ns.x")
+        tx.rename_table("ns.tmp", "ns.y")
+    assert lake.read_arrow("ns.x")["v"].to_pylist() == [2]
+    with pytest.raises(txlake.InvalidArgumentError, match="another table holds its name"):
+        lake.restore(before, tables=["ns.x"])  # its name of then is y's now: y must come back too
+    lake.restore(before, tables=["ns.x", "ns.y"])
+    assert (lake.read_arrow("ns.x")["v"].to_pylist(), lake.read_arrow("ns.y")["v"].to_pylist()) == ([1], [2])
+    with lake.transaction() as tx:  # swapped again, then the whole lakehouse restored
+        tx.rename_table("ns.x", "ns.tmp")
+        tx.rename_table("ns.y", "ns.x")
+        tx.rename_table("ns.tmp", "ns.y")
+    lake.restore(before)
+    assert sorted(lake.tables()) == ["ns.x", "ns.y"]
+    assert (lake.read_arrow("ns.x")["v"].to_pylist(), lake.read_arrow("ns.y")["v"].to_pylist()) == ([1], [2])

@@ -69,7 +69,7 @@ def timestamp_argument(text: str) -> dt.datetime:
         ) from None
     if value.tzinfo is None:
         raise argparse.ArgumentTypeError(
-            f"{text!r} has no time zone: add Z for UTC or an offset such as +01:00 (e.g. {text.strip()}Z)"
+            f"{text!r} has no time zone: add Z for UTC or an offset such as +01:00 (e.g. {value.isoformat()}Z)"
         )
     return value
 

@@ -30,31 +30,42 @@ def compact(
     engine: FrameEngine, scan: ScanSpec, target: WriteSpec, *, files: int, zorder_by: Sequence[str] = ()
 ) -> WriteOutcome:
     """Rewrite ``scan.files`` as about ``files`` files of ``target`` (see the module docstring)."""
-    frame = engine.read(scan)
+    table = engine.read(scan)
     tasks = max(1, files)
-    parts = [F.col(quote(c)) for c in scan.table.partition_columns]
-    if not zorder_by:
-        frame = frame.repartition(tasks, *parts) if parts else frame.repartition(tasks)
-        return engine.write(target, frame)
-    rows = sum(a.num_records or 0 for a in scan.files)
-    boundaries = _boundaries(frame, zorder_by, rows)
-    bits = min(16, 62 // len(zorder_by))
-    columns = list(zorder_by)
+    # positional names while Spark plans: a column named "a.b" would be taken for a nested field
+    names = list(table.columns)
+    frame = table.select(*[F.col(quote(c)).alias(f"_c{i}") for i, c in enumerate(names)])
+    position = {c: f"_c{i}" for i, c in enumerate(names)}
+    parts = [F.col(position[c]) for c in scan.table.partition_columns]
+    if not zorder_by and not parts:
+        frame = frame.repartition(tasks)
+    elif not zorder_by:
+        # ranges of (partition, row hash): a partition's rows spread over as many tasks as its bins, so every
+        # file is about the target size (a hash of the partition columns alone would put a whole partition,
+        # however large, into one task and one file)
+        spread = F.xxhash64(*[F.col(position[c]) for c in names])
+        frame = frame.repartitionByRange(tasks, *parts, spread)
+    else:
+        rows = sum(a.live_records or 0 for a in scan.files)
+        boundaries = _boundaries(frame, [position[c] for c in zorder_by], rows)
+        bits = min(16, 62 // len(zorder_by))
+        columns = [position[c] for c in zorder_by]
 
-    def with_key(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            key = zorder_key([batch.column(c) for c in columns], boundaries, bits)
-            yield pa.RecordBatch.from_arrays([*batch.columns, key], names=[*batch.schema.names, ZORDER_KEY])
+        def with_key(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                key = zorder_key([batch.column(c) for c in columns], boundaries, bits)
+                yield pa.RecordBatch.from_arrays([*batch.columns, key], names=[*batch.schema.names, ZORDER_KEY])
 
-    keyed = frame.mapInArrow(with_key, StructType([*frame.schema.fields, StructField(ZORDER_KEY, LongType(), False)]))
-    order = [*parts, F.col(ZORDER_KEY)]
-    clustered = keyed.repartitionByRange(tasks, *order).sortWithinPartitions(*order).drop(ZORDER_KEY)
-    return engine.write(target, clustered)
+        schema = StructType([*frame.schema.fields, StructField(ZORDER_KEY, LongType(), False)])
+        order = [*parts, F.col(ZORDER_KEY)]
+        frame = frame.mapInArrow(with_key, schema).repartitionByRange(tasks, *order).sortWithinPartitions(*order)
+    restored = frame.select(*[F.col(position[c]).alias(c) for c in names])
+    return engine.write(target, restored)
 
 
 def _boundaries(frame: DataFrame, columns: Sequence[str], rows: int) -> list[pa.Array]:
     """Sorted distinct values of a sample of each column (nulls left out): the range ids' boundaries."""
-    sample = frame.select(*[F.col(quote(c)) for c in columns])
+    sample = frame.select(*[F.col(c) for c in columns])  # (positional names: no quoting needed)
     if rows > SAMPLE_ROWS:
         sample = sample.sample(withReplacement=False, fraction=min(1.0, 1.2 * SAMPLE_ROWS / rows), seed=17)
     data = sample.toArrow()

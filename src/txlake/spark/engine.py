@@ -32,9 +32,9 @@ from pyspark.sql.types import StringType, StructField, StructType, VariantType
 
 from txlake.delta.actions import Add
 from txlake.delta.colmap import is_mapped
-from txlake.delta.files import decode_path, parse_partition_value
+from txlake.delta.files import decode_path, parse_partition_value, resolve_file
 from txlake.delta.schema import conform, normalize_schema
-from txlake.errors import PredicateError, SchemaMismatchError, TxlakeError
+from txlake.errors import DataFileNotFoundError, PredicateError, SchemaMismatchError, TxlakeError
 from txlake.expr import parse_predicate
 from txlake.expr.nodes import walk
 from txlake.spark import dml
@@ -356,8 +356,21 @@ class SparkEngine:
         return dml.rewrite(self, scan, target, where=where, set=set, delete=delete)
 
     def compact(self, scan: ScanSpec, target: WriteSpec, *, files: int, zorder_by: Sequence[str] = ()) -> WriteOutcome:
-        """``optimize`` as one Spark job (:func:`txlake.spark.compact.compact`)."""
-        return spark_compact(self, scan, target, files=files, zorder_by=zorder_by)
+        """``optimize`` as one Spark job (:func:`txlake.spark.compact.compact`). A data file missing from
+        storage is :class:`DataFileNotFoundError`, as on Arrow (Spark reports it in its own words)."""
+        try:
+            return spark_compact(self, scan, target, files=files, zorder_by=zorder_by)
+        except Exception as exc:
+            store = scan.table.open_store()
+            for add in scan.files:
+                file_store, key = resolve_file(store, scan.table.table_path, add.path)
+                if not file_store.exists(key):
+                    raise DataFileNotFoundError(
+                        f"data file {add.path} of {scan.table.table_name} is missing",
+                        table=scan.table.table_name,
+                        path=add.path,
+                    ) from exc
+            raise
 
     def merge_pruning_predicate(self, source: Any, spec: MergeSpec, table: TableLocation) -> str | None:
         """Target key ranges of ``source`` (:func:`txlake.spark.dml.merge_pruning_predicate`)."""

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from txlake.delta.checkpoint import write_checkpoint
 from txlake.delta.log import DeltaLog
-from txlake.errors import InvalidArgumentError
+from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError
 from txlake.lakehouse.log import GlobalLog, LogView
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
@@ -155,7 +155,12 @@ class LakeContext:
     def relative_location(self, location: str) -> str:
         """``location`` (a path below the root, or a URI inside it) as a normalized path below the root;
         :class:`InvalidArgumentError` if it lies outside the lakehouse root."""
-        if not isinstance(location, str) or not location.strip():
+        if not isinstance(location, str):
+            raise InvalidArgumentTypeError(
+                f"location must be a path or URI string, got {type(location).__name__} {location!r}",
+                argument="location",
+            )
+        if not location.strip():
             raise InvalidArgumentError(f"location must be a path or URI, got {location!r}", argument="location")
         text = location.strip()
         if "://" in text or text.startswith("/"):

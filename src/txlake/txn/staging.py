@@ -202,13 +202,7 @@ class TableWork:
                     f"not {', '.join(outside)}",
                     expression=where or "",
                 )
-        unknown = [c for c in zorder_by if c not in self.schema.names]
-        if unknown or any(c in self.partition_columns for c in zorder_by):
-            raise SchemaMismatchError(
-                f"zorder_by needs data columns of {self.entry.name} (not partition columns): {list(zorder_by)}",
-                table=self.entry.name,
-                columns=list(unknown or zorder_by),
-            )
+        self.zorder_columns(zorder_by)
         groups: dict[tuple[tuple[str, str | None], ...], list[Add]] = {}
         for add in self.candidates(predicate):
             if add.path not in self.added:
@@ -219,22 +213,56 @@ class TableWork:
             bins.extend(_bins(chosen, target_bytes, whole=bool(zorder_by)))
         return bins
 
+    def zorder_columns(self, zorder_by: Sequence[str]) -> list[str]:
+        """``zorder_by`` as the table's column names (matched case-insensitively); :class:`SchemaMismatchError`
+        for an unknown column, a partition column, or a column of a type without an order (struct, list, map)."""
+        by_lower = {n.lower(): n for n in self.schema.names}
+        unknown = [c for c in zorder_by if c.lower() not in by_lower]
+        if unknown:
+            raise SchemaMismatchError(
+                f"zorder_by names no column of {self.entry.name}: {', '.join(unknown)} "
+                f"(columns: {', '.join(self.schema.names)})",
+                table=self.entry.name,
+                columns=unknown,
+            )
+        names = [by_lower[c.lower()] for c in zorder_by]
+        partitions = [c for c in names if c in self.partition_columns]
+        if partitions:
+            raise SchemaMismatchError(
+                f"zorder_by needs data columns of {self.entry.name}, not partition columns: {', '.join(partitions)}",
+                table=self.entry.name,
+                columns=partitions,
+            )
+        nested = [c for c in names if pa.types.is_nested(self.schema.field(c).type)]
+        if nested:
+            raise SchemaMismatchError(
+                f"zorder_by needs columns with an order; {', '.join(nested)} of {self.entry.name} is a struct, "
+                "list or map",
+                table=self.entry.name,
+                columns=nested,
+            )
+        return names
+
     def compact(self, where: str | None, target_bytes: int, zorder_by: Sequence[str] = ()) -> tuple[int, int, int]:
         """Compaction on Arrow, in this process: each bin of :meth:`plan_compaction` read, Z-ordered when asked,
         and written again (see :meth:`stage_compaction`). Returns (files removed, files added, bytes removed).
         """
         rewritten: list[Add] = []
         written: list[Add] = []
-        for bin_ in self.plan_compaction(where, target_bytes, zorder_by):
-            data = self._read(bin_)
-            if zorder_by:
-                data = data.take(zorder_indices(data, zorder_by))
-            written.extend(
-                write_data_files(
-                    self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
+        try:
+            for bin_ in self.plan_compaction(where, target_bytes, zorder_by):
+                data = self._read(bin_)
+                if zorder_by:
+                    data = data.take(zorder_indices(data, zorder_by))
+                written.extend(
+                    write_data_files(
+                        self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
+                    )
                 )
-            )
-            rewritten.extend(bin_)
+                rewritten.extend(bin_)
+        except BaseException:
+            self.delete_unstaged(written)  # the bins compacted before the failure: never staged
+            raise
         return self.stage_compaction(rewritten, written)
 
     def stage_compaction(self, rewritten: Sequence[Add], written: Iterable[Add]) -> tuple[int, int, int]:

@@ -526,8 +526,8 @@ class Transaction:
         ``engine="arrow"`` compacts in this process instead, ``engine="spark"`` requires Spark.
         """
         target = size_argument(target_file_size, "target_file_size")
-        zorder = list(columns_argument(zorder_by) or [])
         work = self._writable(name)
+        zorder = work.zorder_columns(list(columns_argument(zorder_by) or []))
         data_engine = self._dml_engine(engine)
         if data_engine is None:
             removed, added, size = work.compact(where, target, zorder)
@@ -572,7 +572,8 @@ class Transaction:
         commit that writes the table conflicts with it (:class:`MetadataChangedError`), either way round.
 
         ``widen``: columns to a wider type (``{"qty": "bigint"}``; a ``pyarrow.DataType`` or a Spark type name):
-        integers to larger integers or to double, float to double, decimals to more digits. Every data file is
+        integers to larger integers, ``tinyint``/``smallint``/``int`` to double (not ``bigint``: a double does not
+        hold every one), float to double, decimals to more digits. Every data file is
         rewritten with the new type in this transaction (no Delta type-widening feature: every plain reader reads
         the table), so it costs a rewrite of the table and reads all of it.
 
@@ -681,6 +682,15 @@ class Transaction:
 
             work.rewrite_as(old_schema, rewrite)
 
+    def _free_names(self, entries: Sequence[TableEntry]) -> None:
+        """Before restoring ``entries``' names: move every one of them that is named otherwise now to a
+        temporary name, so that names swapped since (x and y renamed into each other) can all come back."""
+        for i, then in enumerate(entries):
+            now = self._view.tables.get(then.id)
+            if now is not None and now.name.lower() != then.name.lower():
+                namespace, _ = split_name(now.name)
+                self.rename_table(now.name, f"{namespace}.txlake_restore_{self.txid[:12]}_{i}")
+
     def _restore_table(self, then: TableEntry, delta: Snapshot) -> tuple[int, int]:
         """Bring table ``then`` (its catalog entry at an earlier version, where its Delta state was ``delta``)
         back: its name, then its files. Returns the numbers of files removed and added back."""
@@ -689,6 +699,13 @@ class Transaction:
             self._rejoin(then)
             now = self._view.tables[then.id]
         if now.name.lower() != then.name.lower():
+            holder = self._view.table_by_name(then.name)
+            if holder is not None and holder.id != then.id:
+                raise InvalidArgumentError(
+                    f"table {then.name!r} of then is named otherwise now, and another table holds its name: restore "
+                    f"that table too (its name of then frees this one), or rename it first",
+                    argument="tables",
+                )
             self.rename_table(now.name, then.name)
         work = self._writable(then.name)
         current = work.metadata
@@ -1727,8 +1744,8 @@ def _widened(table: str, schema: pa.Schema, widen: Mapping[str, Any], work: Tabl
         if not _widens(old.type, new_type):
             raise InvalidArgumentError(
                 f"cannot change {table}.{old.name} from {spark_type_name(old.type)} to {spark_type_name(new_type)}: "
-                "only widening is supported (integers to larger integers or double, float to double, decimals to "
-                "more digits)",
+                "only widening is supported (integers to larger integers, tinyint/smallint/int to double (a bigint "
+                "may not fit), float to double, decimals to more digits)",
                 argument="widen",
             )
         fields[index] = old.with_type(new_type)
