@@ -43,3 +43,7 @@ def test_spark_reads_writes_and_updates_a_mapped_table(lake: txlake.Lakehouse, s
     assert rows(lake.read_arrow("s.m")) == rows(want)
     dt = deltalake.DeltaTable(lake.table_location("s.m"))
     assert rows(sql_rows(dt, "SELECT * FROM t")) == rows(want)
+    metrics = lake.optimize("s.m", zorder_by=["name"], engine="spark")  # read and written by the data source
+    assert metrics.files_added >= 1
+    assert rows(lake.read_arrow("s.m")) == rows(want)
+    assert rows(sql_rows(deltalake.DeltaTable(lake.table_location("s.m")), "SELECT * FROM t")) == rows(want)
