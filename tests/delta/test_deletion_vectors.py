@@ -44,7 +44,7 @@ from txlake.delta.dv import (
 from txlake.delta.files import load_deletion_vector, write_deletion_vectors
 from txlake.delta.roaring import RoaringFormatError, decode_bitmap32, decode_bitmap64
 from txlake.delta.state import SnapshotBuilder
-from txlake.errors import CorruptLogError, DataFileNotFoundError, UnsupportedFeatureError
+from txlake.errors import CorruptLogError, DataFileNotFoundError
 from txlake.storage import ObjectStore
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -60,9 +60,10 @@ DV_TABLES = {
     "kernel/cdf-table-with-dv": KERNEL / "cdf-table-with-dv",
     "kernel/log-replay-dv-key-cases": KERNEL / "log-replay-dv-key-cases" / "delta",
     "kernel/dv-partitioned-with-checkpoint": KERNEL / "dv-partitioned-with-checkpoint" / "delta",
+    "kernel/dv-with-columnmapping": KERNEL / "dv-with-columnmapping" / "delta",
 }
 # Golden tables: Spark wrote the table, then wrote what it reads at the latest version into ``expected/``.
-GOLDEN = ["log-replay-dv-key-cases", "dv-partitioned-with-checkpoint"]
+GOLDEN = ["log-replay-dv-key-cases", "dv-partitioned-with-checkpoint", "dv-with-columnmapping"]
 
 PROTOCOL_INLINE = "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L"  # PROTOCOL.md, JSON Example 3
 
@@ -346,15 +347,6 @@ def test_txlake_reads_dv_tables_like_deltars_at_every_version(name: str) -> None
 def test_txlake_reads_golden_tables_as_spark_does(name: str) -> None:
     expected = pa.concat_tables(pq.read_table(p) for p in sorted((KERNEL / name / "expected").glob("*.parquet")))
     assert rows(open_table(KERNEL / name / "delta").read_arrow()) == rows(expected)
-
-
-def test_a_dv_table_with_column_mapping_is_refused_for_column_mapping() -> None:
-    """Its checkpoint's DVs parse; what txlake cannot read yet is the column mapping, and it says so."""
-    location = KERNEL / "dv-with-columnmapping" / "delta"
-    for version in [*versions(location), None]:
-        with pytest.raises(UnsupportedFeatureError) as info:
-            open_table(location).snapshot(version)
-        assert info.value.feature == "columnMapping"
 
 
 def test_dv_tables_count_live_rows() -> None:

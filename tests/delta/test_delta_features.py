@@ -66,14 +66,7 @@ def data_objects(store: ObjectStore) -> set[str]:
 
 UNREADABLE = [
     pytest.param(protocol(4, 7, [], []), {}, "readerVersion4", id="reader-v4"),
-    pytest.param(protocol(2, 5), {"delta.columnMapping.mode": "name"}, "columnMapping", id="column-mapping-name"),
-    pytest.param(protocol(2, 5), {"delta.columnMapping.mode": "id"}, "columnMapping", id="column-mapping-id"),
-    pytest.param(
-        protocol(3, 7, ["columnMapping"], ["columnMapping"]),
-        {"delta.columnMapping.mode": "name"},
-        "columnMapping",
-        id="column-mapping-feature",
-    ),
+    pytest.param(protocol(2, 5), {"delta.columnMapping.mode": "bogus"}, "columnMapping", id="column-mapping-unknown"),
     pytest.param(protocol(3, 7, ["typeWidening"], ["typeWidening"]), {}, "typeWidening", id="type-widening"),
 ]
 
@@ -106,13 +99,22 @@ def test_a_protocol_upgrade_later_in_the_log_is_refused_from_then_on(store: Obje
     assert info.value.feature == "typeWidening"
 
 
-def test_a_column_mapping_metadata_change_is_refused(store: ObjectStore) -> None:
+def test_a_column_mapping_upgrade_reads_older_files_by_their_names(store: ObjectStore) -> None:
+    """Enabling mapping on a table (as Spark does) keeps the old names as physical names; a column added
+    afterwards has a physical name older files lack: they read it as nulls."""
     table = DeltaTable.create(store, "t", SCHEMA)
-    write_raw(store, 1, protocol(2, 5), metadata({"delta.columnMapping.mode": "name"}))
-    assert table.snapshot(0).version == 0
-    with pytest.raises(UnsupportedFeatureError) as info:
-        table.snapshot()
-    assert info.value.feature == "columnMapping"
+    table.append(pa.table({"id": [1]}))
+    mapped = schema_string(
+        field("id", "long", {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "id"}),
+        field("v", "string", {"delta.columnMapping.id": 2, "delta.columnMapping.physicalName": "col-v"}),
+    )
+    config = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}
+    write_raw(store, 2, protocol(2, 5), metadata(config, mapped))
+    assert table.append(pa.table({"id": [2], "v": ["x"]})) == 3
+    got = table.read_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == [1, 2]
+    assert got.column("v").to_pylist() == [None, "x"]
+    assert table.read_arrow(1).column("id").to_pylist() == [1]
 
 
 def test_supported_features_load_and_write(store: ObjectStore) -> None:

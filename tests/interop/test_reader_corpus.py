@@ -54,8 +54,6 @@ REFUSED: Mapping[str, str] = {
     "spark-shredded-variant-preview-delta": "variantShredding-preview",
     "spark-variant-checkpoint": "variantType-preview",
     "spark-variant-stable-feature-checkpoint": "variantType",
-    "table_with_column_mapping": "columnMapping",
-    "table_with_partitioning_mapping": "columnMapping",
 }
 
 _UTC_9999_12_31 = datetime(9999, 12, 31, tzinfo=UTC)
@@ -68,6 +66,11 @@ DELTARS_MISREADS: Mapping[str, list[dict[str, Any]]] = {
         {"BIG_DATE": _UTC_9999_12_30, "NORMAL_DATE": datetime(2022, 2, 1, tzinfo=UTC), "SOME_VALUE": 2},
     ],
 }
+
+# delta-rs's pyarrow dataset reader does not apply column mapping: it looks columns up by logical name and
+# returns nulls for every data column whose physical name differs. Its DataFusion reader maps them; txlake's
+# rows are compared with that one only (and the pyarrow reader is checked to still misread).
+DELTARS_PYARROW_IGNORES_MAPPING = frozenset({"table_with_column_mapping"})
 
 _LOG_FILE = re.compile(r"^(\d{20})\.(?:json|checkpoint\..*parquet)$")
 
@@ -163,6 +166,9 @@ def judge(name: str, location: Path, version: int | None) -> Outcome:
         assert all(r != got for r in theirs.rows.values()), f"{at}: delta-rs no longer misreads: drop the entry"
         return Outcome("deltars-misread")
     for reader, expected in theirs.rows.items():
+        if reader == "pyarrow" and name in DELTARS_PYARROW_IGNORES_MAPPING:
+            assert got != expected, f"{at}: delta-rs's pyarrow reader maps columns now: drop the entry"
+            continue
         assert got == expected, f"{at}: txlake's rows differ from delta-rs ({reader})"
     return Outcome("same")
 

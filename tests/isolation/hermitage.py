@@ -232,11 +232,20 @@ def delete_ghosts_with_deletion_vectors(lake: Lakehouse, name: str) -> None:
 class Hermitage:
     """The lakehouse of one case: tables set up in a layout, sessions, and the final checks."""
 
-    def __init__(self, lake: Lakehouse, level: Level, layout: Layout, *, deletion_vectors: bool = False) -> None:
+    def __init__(
+        self,
+        lake: Lakehouse,
+        level: Level,
+        layout: Layout,
+        *,
+        deletion_vectors: bool = False,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
         self.lake = lake
         self.level = level
         self.layout = layout
         self.deletion_vectors = deletion_vectors
+        self.properties = properties
         self.home: dict[int, Label] = {1: "A", 2: "B"}
         self.sessions: dict[str, Session] = {}
         self._setup()
@@ -257,7 +266,7 @@ class Hermitage:
 
     def _setup(self) -> None:
         for name in self.tables:
-            self.lake.create_table(name, SCHEMA)
+            self.lake.create_table(name, SCHEMA, properties=self.properties)
         copies = 2 if self.deletion_vectors else 1  # a DV deletes the second copy of each row
         with self.lake.transaction(isolation="snapshot") as tx:
             if self.layout == "one_file":

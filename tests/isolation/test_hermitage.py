@@ -48,6 +48,7 @@ from txlake import (
     Transaction,
     TransactionClosedError,
 )
+from txlake.delta.colmap import physical_name
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -484,6 +485,19 @@ def test_precision(name: str, level: Level, layout: Layout, lake: Lakehouse) -> 
     h = Hermitage(lake, level, layout)
     CASES[name].run(h)
     h.assert_outcomes(CASES[name].expect(level, layout))
+
+
+@pytest.mark.parametrize("layout", ["two_files", "two_tables"])
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("name", list(CASES))
+def test_precision_on_column_mapped_tables(name: str, level: Level, layout: Layout) -> None:
+    """The same outcomes when the tables map columns: files, stats and partition values use physical names,
+    conflict checks and predicates logical ones."""
+    lake = txlake.connect(f"memory://{uuid.uuid4().hex}")
+    h = Hermitage(lake, level, layout, properties={"delta.columnMapping.mode": "name"})
+    CASES[name].run(h)
+    h.assert_outcomes(CASES[name].expect(level, layout))
+    assert physical_name(lake.snapshot().schema(h.table("A")).field("id")).startswith("col-")
 
 
 DV_CASES = ["G0", "G1c", "OTV", "PMP-write", "P4", "G-single-write-1", "G2-item", "G2", "WS-DML-skew"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from txlake.delta.actions import Metadata, Protocol
+from txlake.delta.colmap import mapping_mode
 from txlake.delta.schema import schema_document
 from txlake.errors import UnsupportedFeatureError
 
@@ -14,11 +15,12 @@ from txlake.errors import UnsupportedFeatureError
 # remove it by (path, DV) (docs/protocol.md, "Deletion vectors"). v2Checkpoint: V2 checkpoints (UUID-named, sidecars)
 # are read; txlake's own checkpoints of such tables are classic-named V2-spec ones (delta/checkpoint.py).
 SUPPORTED_READER_FEATURES = frozenset(
-    {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"}
+    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"}
 )
 SUPPORTED_WRITER_FEATURES = frozenset(
     {
         "appendOnly",
+        "columnMapping",
         "deletionVectors",
         "invariants",
         "timestampNtz",
@@ -31,8 +33,9 @@ MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
 
-def _column_mapping(metadata: Metadata) -> bool:
-    return metadata.configuration.get("delta.columnMapping.mode", "none").lower() not in {"", "none"}
+def _column_mapping(configuration: Mapping[str, str]) -> bool:
+    """Whether the table maps columns (``ValueError`` for a mode txlake does not know)."""
+    return mapping_mode(configuration) != "none"
 
 
 def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | None = None) -> None:
@@ -49,8 +52,10 @@ def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | N
                 raise UnsupportedFeatureError(f"{table} uses reader feature {feature}", table=table, feature=feature)
     if _schema_uses_type(metadata.schema_string, "variant"):
         raise UnsupportedFeatureError(f"{table} has variant columns", table=table, feature="variantType")
-    if _column_mapping(metadata):
-        raise UnsupportedFeatureError(f"{table} uses column mapping", table=table, feature="columnMapping")
+    try:
+        _column_mapping(metadata.configuration)
+    except ValueError as exc:
+        raise UnsupportedFeatureError(f"{table}: {exc}", table=table, feature="columnMapping") from exc
 
 
 def _schema_has_key(schema_string: str, key_prefix: str) -> bool:
@@ -83,10 +88,17 @@ def _schema_uses_type(schema_string: str, type_name: str) -> bool:
     return walk(schema_document(schema_string))
 
 
-def protocol_for_new_table(schema_string: str) -> Protocol:
-    """The least protocol a new table with this schema needs: (1, 2), or (3, 7) + ``timestampNtz``."""
-    if _schema_uses_type(schema_string, "timestamp_ntz"):
-        return Protocol(3, 7, ("timestampNtz",), ("timestampNtz",))
+def protocol_for_new_table(schema_string: str, configuration: Mapping[str, str] | None = None) -> Protocol:
+    """The least protocol a new table with this schema needs: (1, 2), (2, 5) with column mapping (as Spark
+    creates it), or (3, 7) with the features (``timestampNtz``, ``columnMapping``)."""
+    features = ["timestampNtz"] if _schema_uses_type(schema_string, "timestamp_ntz") else []
+    mapped = _column_mapping(configuration or {})
+    if mapped and not features:
+        return Protocol(2, 5)
+    if mapped:
+        features.insert(0, "columnMapping")
+    if features:
+        return Protocol(3, 7, tuple(features), tuple(features))
     return Protocol(1, 2)
 
 
@@ -97,6 +109,8 @@ def with_deletion_vectors(protocol: Protocol, configuration: Mapping[str, str]) 
         return protocol
     readers = tuple(protocol.reader_features or ())
     writers = tuple(protocol.writer_features or ("appendOnly", "invariants"))
+    if protocol.min_reader_version == 2:  # (2, 5): column mapping, a feature of its own at (3, 7)
+        readers, writers = ("columnMapping",), (*writers, "columnMapping")
     return Protocol(3, 7, (*readers, "deletionVectors"), (*writers, "deletionVectors"))
 
 

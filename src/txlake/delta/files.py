@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
+from txlake.delta.colmap import FileFields, physical_name, to_logical, to_physical
 from txlake.delta.dv import (
     FILE_FORMAT_VERSION,
     DeletionVectorDescriptor,
@@ -265,7 +266,10 @@ def parse_partition_value(raw: str | None, dtype: pa.DataType) -> Any:
 
 
 def partition_dir(partition_columns: Sequence[str], values: Mapping[str, str | None]) -> str:
-    """Hive-style directory ``a=1/b=x`` for a file's partition values (escaped like Spark)."""
+    """Hive-style directory ``a=1/b=x`` for a file's partition values (escaped like Spark).
+
+    ``partition_columns`` name the keys of ``values`` (physical names on a table that maps columns).
+    """
     parts = []
     for col in partition_columns:
         raw = values.get(col)
@@ -277,7 +281,11 @@ def partition_dir(partition_columns: Sequence[str], values: Mapping[str, str | N
 def split_by_partition(
     data: pa.Table, partition_columns: Sequence[str]
 ) -> list[tuple[dict[str, str | None], pa.Table]]:
-    """Split rows by partition value; partition columns are dropped from the returned tables."""
+    """Split rows by partition value; partition columns are dropped from the returned tables.
+
+    The values are keyed by the columns' physical names (their names unless the table maps columns), in the
+    order of ``partition_columns``: what ``add.partitionValues`` holds and :func:`partition_dir` takes.
+    """
     if not partition_columns:
         return [({}, data)]
     if data.num_rows == 0:
@@ -300,6 +308,7 @@ def split_by_partition(
         part = data.filter(mask).drop_columns(list(partition_columns))
         values = {c: serialize_partition_value(row[c]) for c in partition_columns}
         empty = [c for c in partition_columns if values[c] is None and not data.schema.field(c).nullable]
+        values = {physical_name(data.schema.field(c)): v for c, v in values.items()}
         if empty:  # an empty string: Delta stores it as null, which the column does not allow
             raise SchemaMismatchError(
                 f"non-nullable partition columns {empty} hold empty strings (stored as null in Delta)",
@@ -344,7 +353,7 @@ def write_data_files(
             if chunk.num_rows == 0 and part.num_rows:
                 continue
             rel = data_file_name(txid)
-            pdir = partition_dir(partition_columns, values)
+            pdir = partition_dir(list(values), values)
             if pdir:
                 rel = f"{pdir}/{rel}"
             adds.append(write_one_file(store, table_path, rel, chunk, values))
@@ -354,7 +363,12 @@ def write_data_files(
 def write_one_file(
     store: ObjectStore, table_path: str, relative: str, data: pa.Table, partition_values: Mapping[str, str | None]
 ) -> Add:
-    """Write one Parquet file at ``relative`` below the table and describe it as an add action."""
+    """Write one Parquet file at ``relative`` below the table and describe it as an add action.
+
+    ``data`` has the table's fields (their metadata included): on a table that maps columns the file stores the
+    physical names (and field ids), as its stats do; ``partition_values`` are keyed by physical names already.
+    """
+    data = to_physical(data)
     buf = io.BytesIO()
     pq.write_table(data, buf, compression="snappy", version="2.6")
     payload = buf.getvalue()
@@ -413,14 +427,24 @@ def read_file(
         # INT96 (Spark's default timestamp encoding) read as nanoseconds overflows outside 1677-2262: Delta
         # timestamps are microseconds, so read them as such.
         pf = pq.ParquetFile(pa.BufferReader(data), coerce_int96_timestamp_unit="us")
-        present = set(pf.schema_arrow.names)
-        raw = pf.read(columns=[c for c in wanted if c in present and c not in partition_columns])
+        stored = {}  # logical name -> the file's field (a physical name, or a field id, on mapped tables)
+        file_fields = FileFields(pf.schema_arrow)
+        for name in wanted:
+            if name not in partition_columns:
+                found = file_fields.find(schema.field(name))
+                if found is not None:
+                    stored[name] = found
+        raw = pf.read(columns=[f.name for f in stored.values()])
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(
             f"data file {add.path} of {table or table_path} is not readable Parquet: {exc}", table=table, path=add.path
         ) from exc
     if add.deletion_vector is not None:
         raw = _drop_deleted(raw, add, load_deletion_vector(store, table_path, add, table=table), table)
+    if stored:  # (a table of no columns keeps its row count)
+        raw = pa.Table.from_arrays(
+            [to_logical(raw.column(f.name), schema.field(name)) for name, f in stored.items()], names=list(stored)
+        )
     return _assemble(raw, add, schema, partition_columns, wanted, table=table)
 
 
@@ -499,7 +523,10 @@ def _drop_deleted(raw: pa.Table, add: Add, deleted: U64Array, table: str | None)
 
 
 def _partition_column(add: Add, name: str, dtype: pa.DataType, n: int, table: str | None) -> pa.Array:
-    """The constant column of one partition value; :class:`CorruptLogError` when the log's text does not parse."""
+    """The constant column of one partition value; :class:`CorruptLogError` when the log's text does not parse.
+
+    ``name`` is the key in ``add.partitionValues`` (the physical name on a table that maps columns).
+    """
     raw = add.partition_values.get(name)
     try:
         return pa.repeat(pa.scalar(parse_partition_value(raw, dtype), type=dtype), n)
@@ -541,7 +568,7 @@ def _assemble(
     for name in wanted:
         field = schema.field(name)
         if name in partition_columns:
-            arr: pa.Array | pa.ChunkedArray = _partition_column(add, name, field.type, n, table)
+            arr: pa.Array | pa.ChunkedArray = _partition_column(add, physical_name(field), field.type, n, table)
         elif name in raw.column_names:
             arr = raw.column(name)
             if arr.type != field.type:

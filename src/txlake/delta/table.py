@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from txlake.delta.actions import Action, CommitInfo, Metadata, now_ms
 from txlake.delta.checkpoint import write_checkpoint
+from txlake.delta.colmap import mapped_for_new_table
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import read_files, write_data_files
 from txlake.delta.log import DeltaLog, LastCheckpoint
@@ -95,6 +96,7 @@ class DeltaTable:
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
             raise SchemaMismatchError(f"partition columns not in schema: {missing}", table=self.name, columns=missing)
+        schema, configuration = mapped_for_new_table(schema, configuration)
         metadata = Metadata.new(
             schema_to_json(schema),
             partition_by,
@@ -108,8 +110,8 @@ class DeltaTable:
             {"mode": "ErrorIfExists", "partitionBy": list(partition_by)},
             **dict(extra_commit_info or {}),
         )
-        protocol = with_deletion_vectors(protocol_for_new_table(metadata.schema_string), metadata.configuration)
-        return [info, protocol, metadata]
+        protocol = protocol_for_new_table(metadata.schema_string, metadata.configuration)
+        return [info, with_deletion_vectors(protocol, metadata.configuration), metadata]
 
     # ---------------------------------------------------------------------------------------- reading
 

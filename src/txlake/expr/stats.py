@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from txlake.delta.actions import Add
+from txlake.delta.colmap import physical_name
 from txlake.delta.files import STRING_STATS_PREFIX, parse_partition_value
 from txlake.expr.nodes import (
     FLIPPED,
@@ -119,10 +120,11 @@ class FileStats:
             mins.pop(name, None)
             maxs.pop(name, None)
             nulls.pop(name, None)
-            if name not in values:
-                continue  # e.g. column mapping keys partition values by physical name: unknown, not NULL
+            key = physical_name(schema.field(name))  # partition values are keyed by physical names too
+            if key not in values:
+                continue  # unknown, not NULL
             try:
-                value = parse_partition_value(values.get(name), schema.field(name).type)
+                value = parse_partition_value(values.get(key), schema.field(name).type)
             except (ValueError, TypeError, ArithmeticError):
                 continue
             if value is None:
@@ -179,9 +181,10 @@ def _typed_values(raw: Any, schema: pa.Schema | pa.StructType, *, is_max: bool) 
     if not isinstance(raw, dict):
         return out
     for f in schema:
-        if f.name not in raw:
+        key = physical_name(f)  # stats are keyed by physical names (column mapping), results by logical ones
+        if key not in raw:
             continue
-        value = raw[f.name]
+        value = raw[key]
         if pa.types.is_struct(f.type):
             nested = _typed_values(value, f.type, is_max=is_max)
             if nested:
@@ -198,7 +201,7 @@ def _typed_counts(raw: Any, schema: pa.Schema | pa.StructType) -> dict[str, Any]
     if not isinstance(raw, dict):
         return out
     for f in schema:
-        value = raw.get(f.name)
+        value = raw.get(physical_name(f))
         if pa.types.is_struct(f.type) and isinstance(value, dict):
             out[f.name] = _typed_counts(value, f.type)
         elif _count(value) is not None:

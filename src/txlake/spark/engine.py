@@ -31,6 +31,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType, VariantType
 
 from txlake.delta.actions import Add
+from txlake.delta.colmap import is_mapped
 from txlake.delta.files import decode_path, parse_partition_value, resolve_file
 from txlake.delta.schema import conform, normalize_schema
 from txlake.errors import DataFileNotFoundError, PredicateError, SchemaMismatchError, TxlakeError
@@ -191,10 +192,13 @@ class SparkEngine:
         """Whether ``scan`` is read by Spark's Parquet reader (else by the ``txlake`` data source).
 
         Files with a deletion vector are always read by the data source, which drops the rows the DV deletes
-        (Spark's Parquet reader would return them), whatever the reader setting.
+        (Spark's Parquet reader would return them), whatever the reader setting; so are tables that map column
+        names (column mapping).
         """
         if self.reader == "python" or len(scan.table.partition_columns) == len(scan.table.schema):
             return False  # (when every column is a partition column, no column lives in the files)
+        if is_mapped(scan.table.schema):
+            return False  # the files store physical names, which only the data source maps back
         if any(a.deletion_vector is not None for a in scan.files):
             return False
         local = scan.table.store_uri.startswith("file://") and all(

@@ -61,6 +61,7 @@ from pyspark.sql.types import (
 )
 
 from txlake.delta.actions import Add
+from txlake.delta.colmap import is_mapped
 from txlake.delta.files import HIVE_NULL, encode_path, partition_dir, stats_from_footer
 from txlake.delta.schema import normalize_schema
 from txlake.errors import SchemaMismatchError
@@ -95,6 +96,8 @@ def native_write_problem(root: str | None, target: WriteSpec, df: DataFrame) -> 
         return f"{target.table.store_uri} is not on the local file system"
     if target.where is not None:
         return "an overwrite with a condition checks its rows in the txlake data source"
+    if is_mapped(target.table.schema):
+        return "the table maps column names (its files store physical names)"
     table = {f.name: f for f in spark_schema(target.table).fields}
     parts = set(target.table.partition_columns)
     if len(parts) == len(table):

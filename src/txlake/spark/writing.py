@@ -328,7 +328,7 @@ class TaskWriter:
         # name every file first and announce the names in the task manifest, then write them
         files = []
         for values, part in split_by_partition(conformed, table.partition_columns):
-            pdir = partition_dir(table.partition_columns, values)
+            pdir = partition_dir(list(values), values)  # (keyed by physical names)
             for offset in range(0, part.num_rows, TARGET_FILE_ROWS):
                 name = data_file_name(file_tag(self.spec.txid, self.write_id))
                 files.append((f"{pdir}/{name}" if pdir else name, part.slice(offset, TARGET_FILE_ROWS), values))

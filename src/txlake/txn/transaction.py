@@ -26,6 +26,7 @@ from txlake.arguments import (
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
+from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table, mapping_mode
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import decode_path, resolve_file
 from txlake.delta.log import DeltaLog
@@ -388,6 +389,10 @@ class Transaction:
             schema = converted
         if len(schema) == 0:
             raise InvalidArgumentError(f"table {name!r} needs at least one column", argument="schema")
+        try:
+            schema, configuration = mapped_for_new_table(schema, properties)
+        except UnsupportedFeatureError as exc:
+            raise UnsupportedFeatureError(str(exc), table=name, feature=exc.feature) from exc
         self._read_names.add(name.lower())
         self._read_namespaces.add(namespace.lower())
         if self._view.table_by_name(name) is not None:
@@ -403,7 +408,7 @@ class Transaction:
         table_id = str(uuid.uuid4())
         path = self._ctx.table_path(namespace, short, table_id, taken=[t.path for t in self._view.tables.values()])
         metadata = Metadata.new(
-            schema_to_json(schema), partition_by, properties, name=short, description=description, table_id=table_id
+            schema_to_json(schema), partition_by, configuration, name=short, description=description, table_id=table_id
         )
         self._catalog(CreateTable(name, table_id=table_id, path=path, properties=dict(properties or {})))
         entry = self._entry(name)
@@ -414,7 +419,7 @@ class Transaction:
             self.txid,
             created_metadata=metadata,
             created_protocol=with_deletion_vectors(
-                protocol_for_new_table(metadata.schema_string), metadata.configuration
+                protocol_for_new_table(metadata.schema_string, metadata.configuration), metadata.configuration
             ),
         )
 
@@ -557,6 +562,8 @@ class Transaction:
         add_columns: pa.Schema | str | None = None,
         set_properties: Mapping[str, str] | None = None,
         widen: Mapping[str, pa.DataType | str] | None = None,
+        rename_columns: Mapping[str, str] | None = None,
+        drop_columns: Sequence[str] | None = None,
     ) -> None:
         """Change a table's schema or properties, as part of this transaction.
 
@@ -571,15 +578,41 @@ class Transaction:
         hold every one), float to double, decimals to more digits. Every data file is
         rewritten with the new type in this transaction (no Delta type-widening feature: every plain reader reads
         the table), so it costs a rewrite of the table and reads all of it.
+
+        ``rename_columns`` (``{"old": "new"}``) and ``drop_columns`` (``["col"]``): top-level columns, partition
+        columns renamed too (not dropped), on tables that map columns (``delta.columnMapping.mode`` ``name`` or
+        ``id``, set when the table is created): only the metadata changes, data files keep the columns under their
+        physical names. Other tables refuse them (:class:`UnsupportedFeatureError`, ``feature="columnMapping"``).
         """
         work = self._writable(name)
-        if add_columns is None and not set_properties and not widen:
+        if add_columns is None and not set_properties and not widen and not rename_columns and not drop_columns:
             raise InvalidArgumentError(
-                "alter_table needs add_columns=, set_properties= or widen=", argument="add_columns"
+                "alter_table needs add_columns=, set_properties=, widen=, rename_columns= or drop_columns=",
+                argument="add_columns",
             )
         meta = work.metadata
         schema = work.schema
-        operations = []
+        configuration = dict(meta.configuration)
+        partition_columns = list(meta.partition_columns)
+        operations: list[str] = []
+        if rename_columns or drop_columns:
+            if widen:
+                raise InvalidArgumentError(
+                    "widen= rewrites the table's files: it cannot come with rename_columns= or drop_columns= in one "
+                    "alter_table",
+                    argument="widen",
+                )
+            schema, partition_columns = _renamed_and_dropped(
+                work.entry.name,
+                schema,
+                partition_columns,
+                configuration,
+                mapping_argument(rename_columns or {}, "rename_columns"),
+                list(columns_argument(drop_columns, "drop_columns") or []),
+            )
+            operations.extend(
+                op for op, given in (("RENAME COLUMN", rename_columns), ("DROP COLUMNS", drop_columns)) if given
+            )
         if widen:
             schema = _widened(work.entry.name, schema, mapping_argument(widen, "widen", of="types"), work)
             operations.append("CHANGE COLUMN TYPE")
@@ -604,9 +637,9 @@ class Transaction:
                     f"added columns must be nullable (rows written before have none): {', '.join(required)}",
                     argument="add_columns",
                 )
-            schema = pa.schema([*schema, *new])
+            added, configuration = mapped_added_columns(new, configuration, schema)
+            schema = pa.schema([*schema, *added])
             operations.append("ADD COLUMNS")
-        configuration = dict(meta.configuration)
         if set_properties:
             properties = string_mapping_argument(set_properties, "set_properties")
             refused = [k for k in properties if k.lower().startswith("delta.") and k not in ALTERABLE_DELTA_PROPERTIES]
@@ -620,7 +653,12 @@ class Transaction:
             configuration.update(properties)
             self._catalog(SetProperties(work.entry.name, table_id=work.entry.id, properties=dict(properties)))
             operations.append("SET TBLPROPERTIES")
-        new_meta = dataclasses.replace(meta, schema_string=schema_to_json(schema), configuration=configuration)
+        new_meta = dataclasses.replace(
+            meta,
+            schema_string=schema_to_json(schema),
+            configuration=configuration,
+            partition_columns=tuple(partition_columns),
+        )
         protocol = work.created_protocol or (work.snapshot.protocol if work.snapshot is not None else None)
         assert protocol is not None  # a table either exists (snapshot) or was created here
         needed = set(protocol_for_new_table(new_meta.schema_string).writer_features or ())
@@ -1716,6 +1754,63 @@ def _widened(table: str, schema: pa.Schema, widen: Mapping[str, Any], work: Tabl
             )
         fields[index] = old.with_type(new_type)
     return pa.schema(fields, metadata=schema.metadata)
+
+
+def _renamed_and_dropped(
+    table: str,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+    configuration: Mapping[str, str],
+    rename: Mapping[str, Any],
+    drop: Sequence[str],
+) -> tuple[pa.Schema, list[str]]:
+    """The schema and partition columns after renaming and dropping top-level columns (metadata only)."""
+    if mapping_mode(configuration) == "none":
+        raise UnsupportedFeatureError(
+            f"renaming or dropping columns of {table} needs column mapping, which it does not use: create the table "
+            "with properties={'delta.columnMapping.mode': 'name'}",
+            table=table,
+            feature="columnMapping",
+        )
+    by_name: dict[str, str] = {f.name.lower(): f.name for f in schema}
+
+    def column(given: object, argument: str) -> str:
+        found = by_name.get(given.lower()) if isinstance(given, str) else None
+        if found is None:
+            raise SchemaMismatchError(
+                f"{table} has no column {given!r} ({argument}; columns: {', '.join(schema.names)})",
+                table=table,
+                columns=[str(given)],
+            )
+        return str(found)
+
+    renames: dict[str, str] = {}
+    for old, new in rename.items():
+        if not isinstance(new, str) or not new:
+            raise InvalidArgumentTypeError(
+                f"rename_columns maps column names to new names, got {old!r}: {new!r}", argument="rename_columns"
+            )
+        renames[column(old, "rename_columns")] = new
+    dropped = {column(c, "drop_columns") for c in drop}
+    both = sorted(dropped & set(renames))
+    if both:
+        raise InvalidArgumentError(
+            f"{table}: column(s) {', '.join(both)} both renamed and dropped", argument="drop_columns"
+        )
+    parts = sorted(dropped & set(partition_columns))
+    if parts:
+        raise InvalidArgumentError(
+            f"{', '.join(parts)} partition the table {table}: a partition column cannot be dropped",
+            argument="drop_columns",
+        )
+    fields = [f.with_name(renames.get(f.name, f.name)) for f in schema if f.name not in dropped]
+    if not fields:
+        raise InvalidArgumentError(f"{table} needs at least one column", argument="drop_columns")
+    names = [f.name.lower() for f in fields]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SchemaMismatchError(f"{table} would have column(s) {', '.join(twice)} twice", table=table, columns=twice)
+    return pa.schema(fields, metadata=schema.metadata), [renames.get(c, c) for c in partition_columns]
 
 
 def _changes(record: GlobalRecord, table_id: str) -> bool:
