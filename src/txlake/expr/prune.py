@@ -21,7 +21,7 @@ import pyarrow as pa
 from txlake.delta.actions import Add
 from txlake.delta.files import STRING_STATS_PREFIX
 from txlake.expr.nodes import FLIPPED, And, ColumnRef, Compare, CompareOp, Const, IsNull, Node, Not, Or
-from txlake.expr.stats import ColumnStats, FileStats, T, Truth, U, truths
+from txlake.expr.stats import ColumnStats, FileStats, T, Truth, U, range_truths_by_op, truths
 from txlake.expr.types import family
 
 F_ = Truth.FALSE
@@ -219,18 +219,7 @@ def _range_truths(op: CompareOp, column: _Column, value: Any, floating: bool) ->
     hi_ge = unknown_hi | ~hi_less
     hi_gt = unknown_hi | ~(hi_less | hi_equal)
     all_equal = column.exact & column.lo_known & column.hi_known & lo_equal & hi_equal
-    if op == "=":
-        can_true, can_false = lo_le & hi_ge, ~all_equal
-    elif op == "!=":
-        can_true, can_false = ~all_equal, lo_le & hi_ge
-    elif op == "<":
-        can_true, can_false = lo_lt, hi_ge
-    elif op == "<=":
-        can_true, can_false = lo_le, hi_gt
-    elif op == ">":
-        can_true, can_false = hi_gt, lo_le
-    else:  # ">="
-        can_true, can_false = hi_ge, lo_lt
+    can_true, can_false = range_truths_by_op(op, lo_le, lo_lt, hi_ge, hi_gt, ~all_equal)
     if floating:
         # NaN is not bounded by min/max; Spark orders it above every number (see stats._range_truths)
         can_false = np.ones(len(can_false), dtype=bool)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from txlake.delta.actions import Add
@@ -38,6 +39,8 @@ from txlake.expr.nodes import (
     Or,
 )
 from txlake.expr.types import family, is_monotone_widening, round_to_float32
+
+B = TypeVar("B", bool, np.ndarray)
 
 
 class Truth(Enum):
@@ -451,18 +454,7 @@ def _range_truths(op: CompareOp, b: _Bounds, v: Any) -> tuple[bool, bool]:
     hi_ge = hi is None or hi >= 0
     hi_gt = hi is None or hi > 0
     all_equal = b.exact and lo == 0 and hi == 0
-    if op == "=":
-        can_true, can_false = lo_le and hi_ge, not all_equal
-    elif op == "!=":
-        can_true, can_false = not all_equal, lo_le and hi_ge
-    elif op == "<":
-        can_true, can_false = lo_lt, hi_ge
-    elif op == "<=":
-        can_true, can_false = lo_le, hi_gt
-    elif op == ">":
-        can_true, can_false = hi_gt, lo_le
-    else:  # ">="
-        can_true, can_false = hi_ge, lo_lt
+    can_true, can_false = range_truths_by_op(op, lo_le, lo_lt, hi_ge, hi_gt, not all_equal)
     if b.nan:
         # A floating column may hold NaN, which min/max do not bound. Spark orders NaN above every number and
         # NaN = NaN: a NaN row makes `>`, `>=` and `!=` TRUE, the others FALSE (all but `!=`, for v NaN).
@@ -470,6 +462,23 @@ def _range_truths(op: CompareOp, b: _Bounds, v: Any) -> tuple[bool, bool]:
         if op in ("!=", ">", ">=") or _is_nan(v):
             can_true = True
     return can_true, can_false
+
+
+def range_truths_by_op(op: CompareOp, lo_le: B, lo_lt: B, hi_ge: B, hi_gt: B, differs: B) -> tuple[B, B]:
+    """(may ``x op v`` be TRUE, may it be FALSE) from how the bounds compare with ``v``: some ``x`` may be
+    ``<= v`` (``lo_le``), ``< v``, ``>= v`` (``hi_ge``), ``> v``; not every ``x`` is exactly ``v`` (``differs``).
+    The same for one file (bools) and for many (numpy boolean arrays)."""
+    if op == "=":
+        return lo_le & hi_ge, differs
+    if op == "!=":
+        return differs, lo_le & hi_ge
+    if op == "<":
+        return lo_lt, hi_ge
+    if op == "<=":
+        return lo_le, hi_gt
+    if op == ">":
+        return hi_gt, lo_le
+    return hi_ge, lo_lt  # ">="
 
 
 def _is_nan(value: Any) -> bool:
