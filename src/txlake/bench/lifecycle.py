@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 import txlake
 from txlake.bench.args import positive
 from txlake.bench.report import BenchReport, BenchRow, run_against_delta_rs
+from txlake.bench.spark import in_turn
 from txlake.cli.output import console_for
 from txlake.delta.files import decode_path
 
@@ -142,10 +143,7 @@ def _measure_q6_spark(config: str, lake: txlake.Lakehouse, name: str, spark: Any
     our_ms: list[float] = []
     their_ms: list[float] = []
     for i in range(repeat):  # in turns, alternating who goes first
-        first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-        a, b = _timed(first)[0], _timed(second)[0]
-        our_ms.append(a if first is ours else b)
-        their_ms.append(b if first is ours else a)
+        in_turn(i, lambda: our_ms.append(_timed(ours)[0]), lambda: their_ms.append(_timed(theirs)[0]))
     files = len(urls)
     return BenchRow.from_samples(
         config, our_ms, their_ms, {"files": files, "revenue": expected, "baseline": "spark.read.parquet"}

@@ -20,6 +20,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from txlake.spark.dml import FrameEngine, quote
 from txlake.txn.engine import ScanSpec, WriteOutcome, WriteSpec
+from txlake.txn.staging import interleave
 
 ZORDER_KEY = "__txlake_zorder_key"
 SAMPLE_ROWS = 100_000
@@ -88,11 +89,7 @@ def zorder_key(values: Sequence[pa.Array | pa.ChunkedArray], boundaries: Sequenc
             rank = rank / max(len(bounds), 1) * (top - 1)
         rank[nulls] = top  # nulls last, as in the Arrow path
         ranks.append(rank.astype(np.uint64))
-    key = np.zeros(rows, dtype=np.uint64)
-    for bit in range(bits - 1, -1, -1):
-        for scaled in ranks:
-            key = (key << np.uint64(1)) | ((scaled >> np.uint64(bit)) & np.uint64(1))
-    return pa.array(key.astype(np.int64), type=pa.int64())
+    return pa.array(interleave(ranks, bits).astype(np.int64), type=pa.int64())
 
 
 def _numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:

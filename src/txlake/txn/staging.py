@@ -488,14 +488,20 @@ def zorder_indices(data: pa.Table, columns: Sequence[str]) -> pa.Array:
     ``min(32, 64 // len(columns))`` bits, the bits interleaved into one key."""
     bits = min(32, 64 // len(columns))  # (float64 carries the scaled rank exactly up to 2**53)
     scale = (1 << bits) - 1
-    keys = np.zeros(data.num_rows, dtype=np.uint64)
     ranks = []
     for name in columns:
         rank = pc.rank(data.column(name), sort_keys="ascending", tiebreaker="dense")
         values = rank.to_numpy(zero_copy_only=False).astype(np.float64) - 1
         top = max(float(values.max()) if len(values) else 0.0, 1.0)
         ranks.append((values / top * scale).astype(np.uint64))
+    return pa.array(np.argsort(interleave(ranks, bits), kind="stable"))
+
+
+def interleave(ranks: Sequence[np.ndarray], bits: int) -> np.ndarray:
+    """Z-order keys: the low ``bits`` bits of each column's ``ranks`` (uint64) interleaved, most significant
+    first (the Arrow and the Spark compaction share it)."""
+    keys = np.zeros(len(ranks[0]) if ranks else 0, dtype=np.uint64)
     for bit in range(bits - 1, -1, -1):
         for rank in ranks:
             keys = (keys << np.uint64(1)) | ((rank >> np.uint64(bit)) & np.uint64(1))
-    return pa.array(np.argsort(keys, kind="stable"))
+    return keys

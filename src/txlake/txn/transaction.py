@@ -543,11 +543,12 @@ class Transaction:
             ScanSpec(location, tuple(rewritten)), WriteSpec(location, self.txid), files=len(bins), zorder_by=zorder
         )
         try:
-            expected = [a.live_records for a in rewritten]  # (rows a deletion vector deletes are not read)
-            if None not in expected and sum(n for n in expected if n is not None) != written.num_rows:
+            counts = [a.live_records for a in rewritten]  # (rows a deletion vector deletes are not read)
+            expected = None if None in counts else sum(n or 0 for n in counts)
+            if expected is not None and expected != written.num_rows:
                 raise TxlakeError(
                     f"optimize of {work.entry.name}: the engine wrote {written.num_rows} rows, the "
-                    f"{len(rewritten)} compacted files hold {sum(n for n in expected if n is not None)}"
+                    f"{len(rewritten)} compacted files hold {expected}"
                 )
             removed, added, size = work.stage_compaction(rewritten, written.adds)
         except BaseException:
