@@ -16,8 +16,10 @@ see T2's element, the next one in the list). It reports, per type:
 * ``G1a`` a committed read saw an element of a failed transaction; ``G1b`` a read ends with an element its
   writer followed with another append to the same key (an intermediate state);
 * ``internal`` a transaction's reads disagree with its own earlier reads and appends;
-* ``incompatible-order``, ``garbage-read`` (an element nobody appended), ``duplicate-elements``, and
-  (when the history ends with a read of every key after all writers) ``lost-append``.
+* ``incompatible-order``, ``garbage-read`` (an element nobody appended), ``duplicate-elements``,
+  (when the history ends with a read of every key after all writers) ``lost-append``, and (when
+  transactions carry wall-clock times) ``stale-read``: a transaction missed an append whose transaction
+  had committed, and told its client so, before it began (a real-time order violation).
 
 A cycle is counted once per distinct set of transactions; one example per type is printed with the edges
 explained.
@@ -50,6 +52,7 @@ import txlake
 TxnType = Literal["ok", "fail", "info"]
 EdgeKind = Literal["ww", "wr", "rw"]
 Level = Literal["snapshot", "write_serializable", "serializable"]
+Layout = Literal["file_per_key", "file_per_table"]
 
 CYCLE_KINDS = ("G0", "G1c", "G-single", "G2-item")
 ANOMALY_KINDS = (
@@ -64,6 +67,7 @@ ANOMALY_KINDS = (
     "garbage-read",
     "duplicate-elements",
     "lost-append",
+    "stale-read",
 )
 
 # ------------------------------------------------------------------------------------------------ history
@@ -97,6 +101,10 @@ class Txn:
     type: TxnType
     mops: tuple[Mop, ...]
     error: str | None = None
+    start: float | None = None
+    """Wall-clock time (``time.time()``) before the transaction began, when known."""
+    end: float | None = None
+    """Wall-clock time after its commit returned or failed, when known."""
 
     def appends(self, key: str) -> list[int]:
         return [m.value for m in self.mops if isinstance(m, Append) and m.key == key]
@@ -119,7 +127,15 @@ class Txn:
             else ["r", m.key, None if m.values is None else list(m.values)]
             for m in self.mops
         ]
-        return {"id": self.id, "process": self.process, "type": self.type, "mops": mops, "error": self.error}
+        return {
+            "id": self.id,
+            "process": self.process,
+            "type": self.type,
+            "mops": mops,
+            "error": self.error,
+            "start": self.start,
+            "end": self.end,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Txn:
@@ -129,7 +145,15 @@ class Txn:
                 mops.append(Append(key, int(value)))
             else:
                 mops.append(Read(key, None if value is None else tuple(int(v) for v in value)))
-        return cls(int(data["id"]), int(data["process"]), data["type"], tuple(mops), data.get("error"))
+        return cls(
+            int(data["id"]),
+            int(data["process"]),
+            data["type"],
+            tuple(mops),
+            data.get("error"),
+            data.get("start"),
+            data.get("end"),
+        )
 
 
 def _short(values: Sequence[int], last: int = 4) -> str:
@@ -355,6 +379,16 @@ def check(history: Iterable[Txn], *, complete: bool = False) -> Report:
         following = appender(key, order[len(values)]) if len(values) < len(order) else None
         if following is not None and following != source:
             graph.add(t.id, "rw", key, following)  # (a read that stops inside a writer's appends is G1b)
+            late = txns[following]
+            if late.type == "ok" and late.end is not None and t.start is not None and late.end < t.start:
+                anomalies.append(
+                    Anomaly(
+                        "stale-read",
+                        (following, t.id),
+                        f"r({key}) of T{t.id} misses {order[len(values)]} of T{following}, "
+                        f"which committed {t.start - late.end:.3f}s before T{t.id} began",
+                    )
+                )
     anomalies += _cycles(graph)
     return Report(
         committed=len(ok),
@@ -496,6 +530,9 @@ class WorkloadConfig:
     """Key sets used one after the other, ``seconds / generations`` each (long runs keep lists short)."""
     max_mops: int = 4
     read_fraction: float = 0.5
+    layout: Layout = "file_per_key"
+    """``file_per_key``: each key's row in its own data file (conflicts per key); ``file_per_table``: all keys
+    of a table in one file, which every append rewrites, copying the other keys' rows (conflicts per table)."""
     seed: int = 0
 
     def keys(self, generation: int) -> list[str]:
@@ -516,15 +553,20 @@ def _row(key: str) -> tuple[str, int]:
 
 
 def setup_lake(config: WorkloadConfig) -> txlake.Lakehouse:
-    """Create the three tables with an empty list for every key of every generation, one file per key."""
+    """Create the three tables with an empty list for every key of every generation, in the layout's files."""
     lake = txlake.connect(config.uri, config.storage_options)
     for table in TABLES:
         lake.create_table(table, SCHEMA)
+    rows: dict[str, list[int]] = defaultdict(list)
+    for g in range(config.generations):
+        for key in config.keys(g):
+            table, k = _row(key)
+            rows[table].append(k)
     with lake.transaction() as tx:
-        for g in range(config.generations):
-            for key in config.keys(g):
-                table, k = _row(key)
-                tx.append(table, pa.table({"key": [k], "elements": [""]}, schema=SCHEMA))
+        for table, keys in rows.items():
+            files = [keys] if config.layout == "file_per_table" else [[k] for k in keys]
+            for file in files:
+                tx.append(table, pa.table({"key": file, "elements": [""] * len(file)}, schema=SCHEMA))
     return lake
 
 
@@ -556,6 +598,7 @@ Plan = Sequence[tuple[Literal["append", "r"], str]]
 
 def run_txn(lake: txlake.Lakehouse, level: Level, plan: Plan, values: Iterator[int], *, id: int, process: int) -> Txn:
     """Run ``plan`` in one transaction; ``ok``, ``fail`` (a conflict) or ``info`` (commit state unknown)."""
+    start = time.time()
     tx = lake.transaction(level)
     rec = RecordingTransaction(tx)
     ended: TxnType = "ok"
@@ -575,7 +618,7 @@ def run_txn(lake: txlake.Lakehouse, level: Level, plan: Plan, values: Iterator[i
         ended, error = "info", type(e).__name__
     # appends a conflict cut short never ran: record them anyway (their values must never be seen)
     rec.mops += [Append(key, next(values)) for f, key in pending if f == "append"]
-    return Txn(id, process, ended, tuple(rec.mops), error)
+    return Txn(id, process, ended, tuple(rec.mops), error, start, time.time())
 
 
 def random_plan(rng: random.Random, keys: Sequence[str], config: WorkloadConfig) -> Plan:
@@ -645,11 +688,12 @@ def run_workload(config: WorkloadConfig, root: Path) -> Run:
     for out in outs:
         for line in out.read_text().splitlines():
             t = Txn.from_json(json.loads(line))
-            history.append(Txn(len(history), t.process, t.type, t.mops, t.error))
+            history.append(Txn(len(history), t.process, t.type, t.mops, t.error, t.start, t.end))
+    start = time.time()
     final = RecordingTransaction(lake.transaction(config.level))
     for g in range(config.generations):
         for key in config.keys(g):
             final.read(key)
     assert final.tx.commit().read_only
-    history.append(Txn(len(history), config.processes, "ok", tuple(final.mops)))
+    history.append(Txn(len(history), config.processes, "ok", tuple(final.mops), None, start, time.time()))
     return Run(history, seconds)
