@@ -25,10 +25,11 @@ A cycle is counted once per distinct set of transactions; one example per type i
 explained.
 
 **Workload** (:func:`run_workload`). Each key is one row ``(key, elements)`` of one of three tables, in
-its own data file; ``append(k, v)`` is ``UPDATE SET elements = elements || ' v' WHERE key = k`` (a
-read-modify-write in the engine, so lists keep append order exactly) and ``r(k)`` a ``read_arrow`` of the
-row. Worker *processes* (``multiprocessing``, spawn) run random transactions of a few micro-operations at
-one isolation level; the history ends with one read of every key.
+its own data file (or all keys of a table in one file); ``append(k, v)`` is
+``UPDATE SET elements = elements || ' v' WHERE key = k`` (a read-modify-write in the engine, so lists keep
+append order exactly), ``r(k)`` a ``read_arrow`` of the row, and a scan reads a whole table at once.
+Worker *processes* (``multiprocessing``, spawn) run random transactions of a few micro-operations at one
+isolation level; the history ends with one read of every key.
 """
 
 from __future__ import annotations
@@ -530,6 +531,10 @@ class WorkloadConfig:
     """Key sets used one after the other, ``seconds / generations`` each (long runs keep lists short)."""
     max_mops: int = 4
     read_fraction: float = 0.5
+    scan_fraction: float = 0.1
+    """Of the reads, the share that reads a whole table (every key of it: a query over all its files)."""
+    checkpoint_interval: int = 20
+    """Global and Delta checkpoints this often, so that runs cross many of them."""
     layout: Layout = "file_per_key"
     """``file_per_key``: each key's row in its own data file (conflicts per key); ``file_per_table``: all keys
     of a table in one file, which every append rewrites, copying the other keys' rows (conflicts per table)."""
@@ -554,9 +559,9 @@ def _row(key: str) -> tuple[str, int]:
 
 def setup_lake(config: WorkloadConfig) -> txlake.Lakehouse:
     """Create the three tables with an empty list for every key of every generation, in the layout's files."""
-    lake = txlake.connect(config.uri, config.storage_options)
+    lake = txlake.connect(config.uri, config.storage_options, checkpoint_interval=config.checkpoint_interval)
     for table in TABLES:
-        lake.create_table(table, SCHEMA)
+        lake.create_table(table, SCHEMA, properties={"delta.checkpointInterval": str(config.checkpoint_interval)})
     rows: dict[str, list[int]] = defaultdict(list)
     for g in range(config.generations):
         for key in config.keys(g):
@@ -592,8 +597,17 @@ class RecordingTransaction:
         self.mops[-1] = Read(key, values)
         return values
 
+    def scan(self, table: str) -> dict[str, tuple[int, ...]]:
+        """Read every key of ``table`` in one query (recorded as one read per key, in key order)."""
+        rows = sorted(self.tx.read_arrow(table).to_pylist(), key=lambda row: int(row["key"]))
+        found = {f"{table}/{row['key']}": tuple(int(v) for v in row["elements"].split()) for row in rows}
+        assert len(found) == len(rows), f"scan of {table} found a key twice: {rows}"
+        self.mops += [Read(key, values) for key, values in found.items()]
+        return found
 
-Plan = Sequence[tuple[Literal["append", "r"], str]]
+
+Plan = Sequence[tuple[Literal["append", "r", "scan"], str]]
+"""Micro-operations to run: ``append`` and ``r`` name a key, ``scan`` a table."""
 
 
 def run_txn(lake: txlake.Lakehouse, level: Level, plan: Plan, values: Iterator[int], *, id: int, process: int) -> Txn:
@@ -610,8 +624,10 @@ def run_txn(lake: txlake.Lakehouse, level: Level, plan: Plan, values: Iterator[i
                 f, key = pending.pop(0)
                 if f == "append":
                     rec.append(key, next(values))
-                else:
+                elif f == "r":
                     rec.read(key)
+                else:
+                    rec.scan(key)
     except txlake.ConflictError as e:
         ended, error = "fail", type(e).__name__
     except txlake.CommitStateUnknownError as e:
@@ -622,17 +638,25 @@ def run_txn(lake: txlake.Lakehouse, level: Level, plan: Plan, values: Iterator[i
 
 
 def random_plan(rng: random.Random, keys: Sequence[str], config: WorkloadConfig) -> Plan:
-    return [
-        ("r" if rng.random() < config.read_fraction else "append", rng.choice(keys))
-        for _ in range(rng.randint(1, config.max_mops))
-    ]
+    plan: list[tuple[Literal["append", "r", "scan"], str]] = []
+    for _ in range(rng.randint(1, config.max_mops)):
+        key = rng.choice(keys)
+        if rng.random() >= config.read_fraction:
+            plan.append(("append", key))
+        elif rng.random() < config.scan_fraction:
+            plan.append(("scan", _row(key)[0]))
+        else:
+            plan.append(("r", key))
+    return plan
 
 
 def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any) -> None:
     """One worker process: random transactions until its time is up, one JSON line per transaction."""
     config = WorkloadConfig.from_json(config_json)
     rng = random.Random(config.seed * 1000 + process)
-    lake = txlake.connect(config.uri, config.storage_options, create=False)
+    lake = txlake.connect(
+        config.uri, config.storage_options, create=False, checkpoint_interval=config.checkpoint_interval
+    )
     values = iter(range(process * 10_000_000 + 1, (process + 1) * 10_000_000))
     ready.wait(timeout=120)
     go.wait(timeout=120)

@@ -360,6 +360,20 @@ def test_recorded_concurrent_appends_to_one_key(level: Level, tmp_path: Path) ->
     assert final.read(x) == (1,)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_recorded_scan_sees_own_appends(layout: Layout, tmp_path: Path) -> None:
+    """A scan reads every key of a table, the transaction's own appends last."""
+    config = WorkloadConfig((tmp_path / "lake").as_uri(), {}, "serializable", keys_per_table=2, layout=layout)
+    lake = setup_lake(config)
+    with lake.transaction() as tx:
+        RecordingTransaction(tx).append("elle.t0/1", 1)
+    rec = RecordingTransaction(lake.transaction())
+    rec.append("elle.t0/1", 2)
+    assert rec.scan("elle.t0") == {"elle.t0/0": (), "elle.t0/1": (1, 2)}
+    assert rec.mops[1:] == [Read("elle.t0/0", ()), Read("elle.t0/1", (1, 2))]
+    assert rec.tx.commit().table_versions
+
+
 # ------------------------------------------------------------------------------ txlake, concurrent
 
 PROCESSES = 4
