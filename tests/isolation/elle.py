@@ -535,6 +535,10 @@ class WorkloadConfig:
     """Of the reads, the share that reads a whole table (every key of it: a query over all its files)."""
     checkpoint_interval: int = 20
     """Global and Delta checkpoints this often, so that runs cross many of them."""
+    redo: Literal["all", "none", "half"] = "half"
+    """Which processes let a conflicting transaction be redone (``lake.transaction(redo=True)``): redo keeps
+    write-only transactions from aborting and, while it backs off, lowers contention; ``half`` checks redone
+    transactions among processes that still abort (and so still race enough to show write skew)."""
     layout: Layout = "file_per_key"
     """``file_per_key``: each key's row in its own data file (conflicts per key); ``file_per_table``: all keys
     of a table in one file, which every append rewrites, copying the other keys' rows (conflicts per table)."""
@@ -610,10 +614,19 @@ Plan = Sequence[tuple[Literal["append", "r", "scan"], str]]
 """Micro-operations to run: ``append`` and ``r`` name a key, ``scan`` a table."""
 
 
-def run_txn(lake: txlake.Lakehouse, level: Level, plan: Plan, values: Iterator[int], *, id: int, process: int) -> Txn:
+def run_txn(
+    lake: txlake.Lakehouse,
+    level: Level,
+    plan: Plan,
+    values: Iterator[int],
+    *,
+    id: int,
+    process: int,
+    redo: bool = True,
+) -> Txn:
     """Run ``plan`` in one transaction; ``ok``, ``fail`` (a conflict) or ``info`` (commit state unknown)."""
     start = time.time()
-    tx = lake.transaction(level)
+    tx = lake.transaction(level, redo=redo)
     rec = RecordingTransaction(tx)
     ended: TxnType = "ok"
     error: str | None = None
@@ -662,13 +675,14 @@ def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any) -
     go.wait(timeout=120)
     started = time.monotonic()
     per_generation = config.seconds / config.generations
+    redo = config.redo == "all" or (config.redo == "half" and process % 2 == 0)
     with Path(out).open("w") as f:
         for i in range(10_000_000):
             elapsed = time.monotonic() - started
             if elapsed >= config.seconds:
                 break
             keys = config.keys(min(config.generations - 1, int(elapsed / per_generation)))
-            t = run_txn(lake, config.level, random_plan(rng, keys, config), values, id=i, process=process)
+            t = run_txn(lake, config.level, random_plan(rng, keys, config), values, id=i, process=process, redo=redo)
             f.write(json.dumps(t.to_json()) + "\n")
             f.flush()
 
