@@ -7,6 +7,7 @@ from ``ValueError``/``TypeError`` so that generic handlers keep working.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 class TxlakeError(Exception):
@@ -229,6 +230,11 @@ class TransactionExpiredError(ConflictError):
     vacuum may have deleted the files it wrote. Running it again (``Lakehouse.run`` does) writes them anew."""
 
 
+class LeaseLostError(TransactionExpiredError):
+    """This client no longer holds the transaction's lease: it expired before a renewal got through, or another
+    client took the transaction over (``Lakehouse.resume``/``recover``). Nothing of it may be committed here."""
+
+
 # ------------------------------------------------------------------------------------------ transactions
 
 
@@ -252,6 +258,14 @@ class TransactionError(TxlakeError):
 
 class TransactionClosedError(TransactionError):
     """The transaction has already committed or aborted."""
+
+
+class LeaseHeldError(TransactionError):
+    """The transaction's lease is held by a live client (renewed and not expired): it cannot be taken over."""
+
+    def __init__(self, message: str, *, lease: Any = None) -> None:
+        super().__init__(message)
+        self.lease = lease
 
 
 class PredicateError(TxlakeError, ValueError):

@@ -18,6 +18,7 @@ from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectStore
 from txlake.txn import group
 from txlake.txn.engine import DataEngine, NoDataEngineError
+from txlake.txn.lease import Heartbeat
 from txlake.txn.publish import compensate_aborted, delta_commit, publish
 
 PROBE_CONCURRENCY = 16
@@ -53,6 +54,14 @@ class LakeContext:
     """``time.monotonic()`` until which this client counts as racing others (see :data:`CONTENTION_WINDOW`)."""
     round_trip: float = ROUND_TRIP
     """Moving average of small requests' round trips, in seconds (paces group commit)."""
+    _heartbeat: Heartbeat | None = field(default=None, repr=False)
+
+    @property
+    def heartbeat(self) -> Heartbeat:
+        """Renews the leases of this client's live transactions (:mod:`txlake.txn.lease`); made on first use."""
+        if self._heartbeat is None:
+            self._heartbeat = Heartbeat(self.store, self.lease_seconds)
+        return self._heartbeat
 
     def note_contention(self) -> None:
         """A claim race was lost: re-read the tail before committing, and commit in groups, for a while."""
