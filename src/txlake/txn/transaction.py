@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -85,6 +86,7 @@ from txlake.storage import ObjectStore
 from txlake.txn import group
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
+from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.staging import TableWork
 from txlake.typenames import spark_type_name
@@ -240,6 +242,9 @@ class Transaction:
         self._read_listings: set[str | None] = set()
         self._status: TxStatus = "active"
         self.result: CommitResult | None = None
+        # held once other clients must tell this transaction alive from dead (txn/lease.py): renewed by the
+        # lakehouse's heartbeat until the transaction ends; checked before every claim (_check_age)
+        self._lease: LeaseHandle | None = None
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -266,6 +271,21 @@ class Transaction:
             self.abort()
         # BaseException (KeyboardInterrupt, a simulated crash): leave everything as a crash would
 
+    def _hold_lease(self, **info: Any) -> LeaseHandle:
+        """This transaction's lease: put on first call (with ``info`` for readers), renewed until it ends."""
+        if self._lease is None:
+            self._lease = self._ctx.heartbeat.hold(self.txid, info={"isolation": self.isolation, **info})
+        elif info:
+            self._lease.update_info(self._ctx.store, **info)
+        return self._lease
+
+    def _release_lease(self) -> None:
+        """Stop renewing the lease and delete it (the transaction ended: committed, aborted, or unknown and
+        left to roll-forward, which does not need it)."""
+        if self._lease is not None:
+            with contextlib.suppress(TxlakeError):
+                self._ctx.heartbeat.release(self._lease)
+
     def _ensure_active(self) -> None:
         if self._status != "active":
             raise TransactionClosedError(f"transaction {self.txid} is already {self._status}")
@@ -279,9 +299,10 @@ class Transaction:
         self._ensure_active()
         if self._claimed is not None:
             self._status = "unknown"
-            return
-        self._status = "aborted"
-        self._discard()
+        else:
+            self._status = "aborted"
+            self._discard()
+        self._release_lease()
 
     def _discard(self) -> None:
         if self._claimed is not None:  # a claimed version may be published by anyone: keep its files
@@ -1096,6 +1117,13 @@ class Transaction:
         after a claim, :class:`CommitStateUnknownError` leaves everything for roll-forward.
         """
         self._ensure_active()
+        try:
+            return self._commit_once()
+        finally:
+            if self._status != "active":
+                self._release_lease()
+
+    def _commit_once(self) -> CommitResult:
         if not self.writes:
             self._status = "committed"
             self.result = CommitResult(self.read_version, self.read_version, read_only=True)
@@ -1303,6 +1331,8 @@ class Transaction:
     def _check_age(self) -> None:
         """Refuse to claim (or offer ourselves to a group) past :data:`MAX_TRANSACTION_AGE`: vacuum deletes the
         files of transactions that old which no version references, so ours may be gone."""
+        if self._lease is not None:
+            self._lease.ensure()  # LeaseLostError once another client may have taken this transaction over
         age = max(time.monotonic() - self._started, time.time() - self._started_wall)
         if age > MAX_TRANSACTION_AGE.total_seconds():
             raise TransactionExpiredError(
