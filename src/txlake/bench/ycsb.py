@@ -46,10 +46,10 @@ import multiprocessing as mp
 import queue
 import random
 import shutil
-import statistics
 import string
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -66,11 +66,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import positive, positive_float
+from txlake.bench.args import key_value, positive, positive_float
+from txlake.bench.commit import delete_prefix
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
 from txlake.lake import Lakehouse
+from txlake.storage import ObjectStore
 from txlake.testing.seaweedfs import SeaweedFS, SeaweedFSError
 from txlake.txn.transaction import CommitResult, Transaction
 
@@ -122,6 +124,10 @@ class YcsbOptions:
     rows_per_file: int = 100
     seed: int = 1
     keep: bool = False
+    s3_endpoint: str | None = None
+    """An existing S3 server to use instead of starting SeaweedFS (with ``s3_bucket``, ``storage_options``)."""
+    s3_bucket: str = "txlake-bench"
+    storage_options: Mapping[str, str] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ the data
@@ -193,8 +199,24 @@ def _file_store(keep: bool, console: Console) -> Iterator[Store]:
 
 
 @contextmanager
-def _s3_store(console: Console) -> Iterator[Store]:
-    """A SeaweedFS server on free loopback ports, started here and stopped (by its pid) at the end."""
+def _s3_store(options: YcsbOptions, console: Console) -> Iterator[Store]:
+    """A SeaweedFS server on free loopback ports, started here and stopped (by its pid) at the end; or a fresh
+    prefix in ``--s3-bucket`` at ``--s3-endpoint``, deleted at the end."""
+    if options.s3_endpoint is not None:
+        storage = {"AWS_ENDPOINT_URL": options.s3_endpoint, "AWS_REGION": "us-east-1"}
+        if options.s3_endpoint.startswith("http://"):
+            storage["AWS_ALLOW_HTTP"] = "true"
+        storage.update(options.storage_options)
+        prefix = f"txlake-bench-ycsb-{uuid.uuid4().hex[:12]}"
+        root = f"s3://{options.s3_bucket}/{prefix}"
+        try:
+            yield Store("s3", root, storage, f"S3 endpoint {options.s3_endpoint}")
+        finally:
+            if options.keep:
+                console.log(f"kept {root}")
+            else:
+                delete_prefix(ObjectStore.from_uri(f"s3://{options.s3_bucket}", storage), prefix)
+        return
     server = SeaweedFS()
     with console.status("starting SeaweedFS"):
         server.start()
@@ -211,7 +233,7 @@ def open_stores(options: YcsbOptions, console: Console) -> Iterator[list[Store]]
     with ExitStack() as stack:
         stores = []
         for name in options.stores:
-            store = _file_store(options.keep, console) if name == "file" else _s3_store(console)
+            store = _file_store(options.keep, console) if name == "file" else _s3_store(options, console)
             stores.append(stack.enter_context(store))
         yield stores
 
@@ -426,10 +448,7 @@ def client_main(task: ClientTask, go: Any, results: Any) -> None:
     elapsed = 0.0
     client: _TxlakeClient | _DeltaRsClient | None = None
     try:
-        if task.mode == "delta-rs":
-            client = _DeltaRsClient(task, _import_deltalake())
-        else:
-            client = _TxlakeClient(task)
+        client = _DeltaRsClient(task, _import_deltalake()) if task.mode == "delta-rs" else _TxlakeClient(task)
         keys = ScrambledZipfian(task.records, task.seed)
         rng = random.Random(task.seed)
         results.put(("ready", task.index, None))
@@ -875,7 +894,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=positive, default=1000, help="rows per table (default 1000)")
     parser.add_argument("--rows-per-file", type=positive, default=100, help="rows per data file (default 100)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the data and the clients' key streams")
-    parser.add_argument("--keep", action="store_true", help="keep the file:// tables written")
+    parser.add_argument("--keep", action="store_true", help="keep the tables written")
+    parser.add_argument(
+        "--s3-endpoint", default=None, help="use this S3 server instead of starting SeaweedFS, e.g. http://host:8333"
+    )
+    parser.add_argument(
+        "--s3-bucket", default="txlake-bench", help="existing bucket at --s3-endpoint (a fresh prefix is used)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option for --s3-endpoint, e.g. AWS_ACCESS_KEY_ID=... (repeatable)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> YcsbOptions:
@@ -888,6 +921,9 @@ def options_from_args(args: argparse.Namespace) -> YcsbOptions:
         rows_per_file=args.rows_per_file,
         seed=args.seed,
         keep=args.keep,
+        s3_endpoint=args.s3_endpoint,
+        s3_bucket=args.s3_bucket,
+        storage_options=dict(args.storage_option),
     )
 
 
@@ -902,7 +938,7 @@ def run(args: argparse.Namespace) -> int:
         console_for(stderr=True).print("the ycsb benchmark's delta-rs mode needs: pip install deltalake")
         return 2
     except SeaweedFSError as exc:
-        console_for(stderr=True).print(f"could not start SeaweedFS ({exc}); use --stores file")
+        console_for(stderr=True).print(f"could not start SeaweedFS ({exc}); use --stores file or --s3-endpoint")
         return 2
     print_report(report, console)
     console.print(detail_table(report))
