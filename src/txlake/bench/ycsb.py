@@ -708,12 +708,12 @@ def run_mode(
         )
         for i in range(clients)
     ]
-    results = run_clients(tasks, options.seconds, f"[{store.name}] {mode}, {clients} clients", console)
+    results = run_clients(tasks, options.seconds, f"{store.name}, {mode}, {clients} clients", console)
     final_updates, final_rows = _final_counts(mode, uri, tables, store, deltalake)
     run = ModeRun(mode, store.name, clients, tuple(results), final_updates, final_rows)
     s = run.summary(options.records)
     console.log(
-        f"[{store.name}] {mode}, {clients} clients: {s['ops_per_second']:.1f} ops/s, {s['aborts']} aborts, "
+        f"{store.name}, {mode}, {clients} clients: {s['ops_per_second']:.1f} ops/s, {s['aborts']} aborts, "
         f"{s['failed']} failed, {s['redone']} redone, {s['errors']} errors, check {'ok' if s['check'] else 'FAILED'}"
     )
     return run
@@ -819,7 +819,7 @@ def detail_table(report: BenchReport) -> Table:
     table = Table(title=f"{NAME}: every mode (ratios: ops/s against rerun and against delta-rs)")
     for column in ("config", "mode", "ops/s", "/rerun", "/delta-rs", "aborts", "failed", "redone"):
         table.add_column(column, justify="left" if column in ("config", "mode") else "right")
-    for column in ("p50 ms", "p99 ms", "req/op", "errors", "check", "target"):
+    for column in ("p50/p99 ms", "updates p50/p99 ms", "req/op", "errors", "check", "target"):
         table.add_column(column, justify="right")
     for row in report.rows:
         targets = row.params["targets"]
@@ -838,8 +838,8 @@ def detail_table(report: BenchReport) -> Table:
                 str(m["aborts"]),
                 str(m["failed"]),
                 str(m["redone"]),
-                _fmt(m["p50_ms"]),
-                _fmt(m["p99_ms"]),
+                f"{_fmt(m['p50_ms'])} / {_fmt(m['p99_ms'])}",
+                f"{_fmt(m['update_p50_ms'])} / {_fmt(m['update_p99_ms'])}",
                 _fmt(sum(requests.values()) if requests else None),
                 str(m["errors"]) if not m["errors"] else f"[red]{m['errors']}[/red]",
                 "[green]ok[/green]" if m["check"] else "[red]FAILED[/red]",
