@@ -296,6 +296,7 @@ class ClientResult:
     failed: int = 0
     errors: int = 0
     redone: int = 0
+    most_redone: int = 0  # the most statements one update redid (a chain of redos on a hot table)
     rebases: int = 0
     table_updates: tuple[int, int] = (0, 0)  # committed row updates per table (they differ only for delta-rs)
     elapsed: float = 0.0
@@ -310,6 +311,7 @@ class _Tally:
     aborts: int = 0
     failed: int = 0
     redone: int = 0
+    most_redone: int = 0
     rebases: int = 0
     table_updates: list[int] = field(default_factory=lambda: [0, 0])
 
@@ -383,6 +385,7 @@ class _TxlakeClient:
     @staticmethod
     def _committed(result: CommitResult, tally: _Tally) -> None:
         tally.redone += result.redone
+        tally.most_redone = max(tally.most_redone, result.redone)
         tally.rebases += result.rebases
         tally.table_updates[0] += 1
         tally.table_updates[1] += 1
@@ -492,19 +495,20 @@ def client_main(task: ClientTask, go: Any, results: Any) -> None:
             task.index,
             ClientResult(
                 task.index,
-                reads,
-                updates,
-                tally.aborts,
-                tally.failed,
-                errors,
-                tally.redone,
-                tally.rebases,
-                (tally.table_updates[0], tally.table_updates[1]),
-                elapsed,
-                first_error,
-                tuple(latencies),
-                tuple(update_latencies),
-                client.requests() if client is not None else {},
+                reads=reads,
+                updates=updates,
+                aborts=tally.aborts,
+                failed=tally.failed,
+                errors=errors,
+                redone=tally.redone,
+                most_redone=tally.most_redone,
+                rebases=tally.rebases,
+                table_updates=(tally.table_updates[0], tally.table_updates[1]),
+                elapsed=elapsed,
+                first_error=first_error,
+                latencies_ms=tuple(latencies),
+                update_latencies_ms=tuple(update_latencies),
+                requests=client.requests() if client is not None else {},
             ),
         )
     )
@@ -639,6 +643,7 @@ class ModeRun:
             "errors": self.errors,
             "first_error": next((r.first_error for r in self.results if r.first_error), None),
             "redone": sum(r.redone for r in self.results),
+            "most_redone_in_one_op": max((r.most_redone for r in self.results), default=0),
             "rebases": sum(r.rebases for r in self.results),
             "p50_ms": _percentile(latencies, 50),
             "p99_ms": _percentile(latencies, 99),
