@@ -2,7 +2,7 @@
 1, 4, 8 client processes, on ``file://`` and SeaweedFS -- every concurrency mode in one run.
 
 The data: two tables (``ycsb.a``, ``ycsb.b``) of ``--records`` rows each, YCSB's ``usertable`` shape:
-``key`` int64, ``field0`` .. ``field9`` strings of 100 bytes, plus an ``updates`` int64 counter (1,009 bytes
+``key`` int64, ``field0`` .. ``field9`` strings of 100 bytes, plus an ``updates`` int64 counter (1,016 bytes
 of values a row). Each table is written as files of ``--rows-per-file`` consecutive keys (10 files of 100
 rows by default), so an update rewrites one small file and updates of keys in different files touch
 different files (their statistics keep them apart).
