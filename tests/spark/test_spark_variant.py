@@ -37,6 +37,9 @@ def test_spark_reads_variants_as_variant_type(variant_lake: txlake.Lakehouse, sp
         assert isinstance(fields["struct_of_variants"], StructType)
         got = df.selectExpr("id", "v", "struct_of_variants.v AS sv", "variant_get(v, '$.key', 'int') AS k").collect()
         assert df.where("id = 7").count() == 1
+        # conditions on variants are Spark's to evaluate (txlake cannot bind them: no pruning from them)
+        assert tx.read("ext.v", where="variant_get(v, '$.key', 'int') = 7").count() == 1
+        assert tx.read("ext.v", where="v IS NOT NULL AND id < 2", columns=["id"]).count() == 4
     assert len(got) == len(arrow) + 2  # ids 0 and 1 appear twice (appended again)
     for row in got:
         want = arrow[row["id"]]
