@@ -98,6 +98,9 @@ def test_a_registered_variant_table_reads_and_refuses_every_write(lake: txlake.L
         lambda tx: tx.delete("ext.v", "id = 1"),
         lambda tx: tx.update("ext.v", {"id": "id + 1"}, "id = 1"),
         lambda tx: tx.alter_table("ext.v", add_columns=pa.schema([("x", pa.int64())])),
+        lambda tx: tx.overwrite("ext.v", data),
+        lambda tx: tx.optimize("ext.v"),
+        lambda tx: tx.clone_table("ext.v", "ext.clone"),
     ]
     for write in writes:
         with pytest.raises(UnsupportedFeatureError) as info, lake.transaction() as tx:

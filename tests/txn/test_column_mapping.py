@@ -162,8 +162,9 @@ def _nested_lake(tmp_path: Path, properties: dict[str, str] | None = None) -> tx
     return lake
 
 
-def test_nested_fields_rename_and_drop_as_metadata_and_every_reader_agrees(tmp_path: Path) -> None:
-    lake = _nested_lake(tmp_path)
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_nested_fields_rename_and_drop_as_metadata_and_every_reader_agrees(tmp_path: Path, mode: str) -> None:
+    lake = _nested_lake(tmp_path, {"delta.columnMapping.mode": mode})
     files = set(lake.snapshot().delta_snapshot("s.n").files)
     with lake.transaction() as tx:
         tx.alter_table(
