@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from txlake.variant import is_variant
+
 
 def spark_type_name(dtype: pa.DataType) -> str:
     """An Arrow type as Spark SQL spells it (``bigint``, ``decimal(10,2)``, ``array<string>``, ``struct<a:int>``);
@@ -34,6 +36,8 @@ def spark_type_name(dtype: pa.DataType) -> str:
         return f"array<{spark_type_name(dtype.value_type)}>"
     if pa.types.is_map(dtype):
         return f"map<{spark_type_name(dtype.key_type)},{spark_type_name(dtype.item_type)}>"
+    if is_variant(dtype):
+        return "variant"
     if pa.types.is_struct(dtype):
         return "struct<" + ",".join(f"{f.name}:{spark_type_name(f.type)}" for f in dtype) + ">"
     return str(dtype)

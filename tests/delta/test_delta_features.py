@@ -130,10 +130,24 @@ def test_supported_features_load_and_write(store: ObjectStore) -> None:
 
 
 def test_unknown_column_types_are_refused_on_read(store: ObjectStore) -> None:
-    write_raw(store, 0, protocol(1, 2), metadata(schema=schema_string(field("id", "long"), field("v", "variant"))))
+    write_raw(store, 0, protocol(1, 2), metadata(schema=schema_string(field("id", "long"), field("v", "interval"))))
     write_raw(store, 1, add_line(store))
     with pytest.raises(UnsupportedFeatureError) as info:
         DeltaTable(store, "t").read_arrow()
+    assert info.value.feature == "type:interval"
+
+
+def test_variant_tables_read_but_refuse_appends(store: ObjectStore) -> None:
+    """A file without the variant column reads it as nulls; any write to the table names ``variantType``."""
+    proto = protocol(3, 7, ["variantType"], ["variantType", "appendOnly", "invariants"])
+    write_raw(store, 0, proto, metadata(schema=schema_string(field("id", "long"), field("v", "variant"))))
+    write_raw(store, 1, add_line(store))
+    table = DeltaTable(store, "t")
+    got = table.read_arrow()
+    assert sorted(got.column("id").to_pylist()) == [1, 2, 3]
+    assert got.column("v").null_count == 3
+    with pytest.raises(UnsupportedFeatureError) as info:
+        table.append(pa.table({"id": [4]}))
     assert info.value.feature == "variantType"
 
 

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 from txlake.delta import conform, schema_from_json, schema_to_json
-from txlake.delta.schema import arrow_type_to_delta, delta_type_to_arrow, normalize_schema
+from txlake.delta.schema import arrow_type_to_delta, delta_type_to_arrow, normalize_schema, spark_type_name
 from txlake.errors import SchemaMismatchError, UnsupportedFeatureError
+from txlake.variant import is_variant
 
 PRIMITIVES: list[tuple[str, pa.DataType]] = [
     ("long", pa.int64()),
@@ -130,11 +131,39 @@ def test_arrow_types_without_delta_equivalent_raise_type_error(arrow: pa.DataTyp
         arrow_type_to_delta(arrow)
 
 
-@pytest.mark.parametrize(("dtype", "feature"), [("variant", "variantType"), ("interval", "type:interval")])
+@pytest.mark.parametrize(("dtype", "feature"), [("interval", "type:interval"), ("geometry", "type:geometry")])
 def test_unknown_delta_types_are_unsupported_features(dtype: str, feature: str) -> None:
     with pytest.raises(UnsupportedFeatureError) as info:
         schema_from_json(json.dumps(_struct(_field("v", dtype))))
     assert info.value.feature == feature
+
+
+VARIANT_ARROW = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
+
+
+def test_variants_read_as_deltars_structs_at_every_level_and_round_trip() -> None:
+    """``variant`` is delta-rs's ``struct<metadata: binary not null, value: binary not null>``, also inside
+    arrays, maps and structs; the schema JSON txlake writes back keeps it a ``variant``."""
+    doc = _struct(
+        _field("v", "variant"),
+        _field("a", {"type": "array", "elementType": "variant", "containsNull": True}),
+        _field("m", {"type": "map", "keyType": "string", "valueType": "variant", "valueContainsNull": True}),
+        _field("s", _struct(_field("v", "variant"))),
+    )
+    schema = schema_from_json(json.dumps(doc))
+    assert schema == pa.schema(
+        [
+            ("v", VARIANT_ARROW),
+            ("a", pa.list_(VARIANT_ARROW)),
+            ("m", pa.map_(pa.string(), VARIANT_ARROW)),
+            ("s", pa.struct([("v", VARIANT_ARROW)])),
+        ]
+    )
+    assert [is_variant(t) for t in (schema.field("v").type, VARIANT_ARROW)] == [True, False]
+    assert json.loads(schema_to_json(schema))["fields"][0]["type"] == "variant"
+    assert normalize_schema(schema) == schema
+    assert json.loads(schema_to_json(normalize_schema(schema))) == json.loads(schema_to_json(schema))
+    assert spark_type_name(schema.field("a").type) == "array<variant>"
 
 
 def test_duplicate_column_names_are_rejected_case_insensitively() -> None:

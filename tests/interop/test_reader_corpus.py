@@ -11,7 +11,9 @@ At every version of every table, exactly one of these holds:
   it never returns rows it cannot read right (e.g. rows a deletion vector deletes);
 * ``both-fail``: delta-rs fails too and txlake raises a typed :class:`TxlakeError` (a version cleaned up, a
   data file the fixture does not include, a metaData without a schema);
-* ``txlake-only``: txlake reads what no delta-rs reader can;
+* ``txlake-only``: txlake reads what no delta-rs reader can (``spark-shredded-variant-preview-delta``: a table that
+  allows variant shredding, whose files are unshredded; ``tests/interop/test_variant.py`` checks its rows against
+  delta-rs's read of its unshredded twin);
 * ``deltars-misread``: delta-rs returns wrong rows (``DELTARS_MISREADS``) and txlake the right ones.
 
 Never an untyped exception. Where both clients load a version, their live files (path, size, record count)
@@ -51,9 +53,6 @@ TABLES = sorted(str(p.parent.relative_to(CORPUS)) for p in CORPUS.rglob("_delta_
 # The feature txlake names for each table it cannot read yet (at the versions that use it).
 REFUSED: Mapping[str, str] = {
     "simple_table_features": "readerVersion5",
-    "spark-shredded-variant-preview-delta": "variantShredding-preview",
-    "spark-variant-checkpoint": "variantType-preview",
-    "spark-variant-stable-feature-checkpoint": "variantType",
 }
 
 _UTC_9999_12_31 = datetime(9999, 12, 31, tzinfo=UTC)

@@ -47,3 +47,21 @@ def test_spark_reads_writes_and_updates_a_mapped_table(lake: txlake.Lakehouse, s
     assert metrics.files_added >= 1
     assert rows(lake.read_arrow("s.m")) == rows(want)
     assert rows(sql_rows(deltalake.DeltaTable(lake.table_location("s.m")), "SELECT * FROM t")) == rows(want)
+
+
+def test_spark_reads_renamed_and_dropped_struct_fields(lake: txlake.Lakehouse, spark: SparkSession) -> None:
+    lake.create_table("s.n", "id long, s struct<a: int, c: string>", properties={"delta.columnMapping.mode": "name"})
+    with lake.transaction() as tx:
+        tx.append("s.n", spark.createDataFrame([(1, (10, "x")), (2, (20, "y"))], "id long, s struct<a:int, c:string>"))
+    with lake.transaction() as tx:
+        tx.alter_table("s.n", rename_columns={"s.a": "b"}, drop_columns=["s.c"])
+        tx.append("s.n", spark.createDataFrame([(3, (30,))], "id long, s struct<b:int>"))
+    want = [{"id": 1, "s": {"b": 10}}, {"id": 2, "s": {"b": 20}}, {"id": 3, "s": {"b": 30}}]
+    with lake.transaction() as tx:
+        df = tx.read("s.n")
+        assert df.schema.simpleString() == "struct<id:bigint,s:struct<b:int>>"
+        assert df_rows(df) == rows(want)
+        assert df_rows(tx.read("s.n", where="s.b >= 20")) == rows(want[1:])
+        assert tx.delete("s.n", "s.b = 20") == 1
+    dt = deltalake.DeltaTable(lake.table_location("s.n"))
+    assert rows(sql_rows(dt, "SELECT * FROM t")) == rows([want[0], want[2]])

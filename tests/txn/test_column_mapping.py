@@ -11,6 +11,10 @@ import pytest
 import txlake
 from tests.interop.deltars import TableLocation, assert_same_version
 from txlake.delta.colmap import physical_name
+from txlake.delta.renames import format_column_path, parse_column_path
+from txlake.delta.schema import normalize_schema
+from txlake.expr import parse_predicate
+from txlake.expr.stats import FileStats
 from txlake.storage import ObjectStore
 
 MAPPED = {"delta.columnMapping.mode": "name"}
@@ -132,3 +136,128 @@ def test_a_plain_table_made_from_a_mapped_tables_schema_stays_plain(tmp_path: Pa
     assert sorted(got.to_pylist(), key=str) == sorted(
         [{"v": "a", "extra": None}, {"v": "b", "extra": None}, {"v": "a", "extra": 1}, {"v": "b", "extra": 2}], key=str
     )
+
+
+# ------------------------------------------------------------------------------------------ nested fields
+
+NESTED = "id long, s struct<a: int, c: string, inner: struct<x: int, y: int>>, `dot.ted` struct<k: int>, region string"
+
+
+def _nested_lake(tmp_path: Path, properties: dict[str, str] | None = None) -> txlake.Lakehouse:
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.n", NESTED, partition_by=["region"], properties=properties or MAPPED)
+    schema = lake.snapshot().schema("s.n")
+    with lake.transaction() as tx:  # two files: ids 1-2 (s.a 1..2) and ids 3-4 (s.a 30..40)
+        for ids, region in (([1, 2], "eu"), ([3, 4], "us")):
+            rows = [
+                {
+                    "id": i,
+                    "s": {"a": i * (1 if i < 3 else 10), "c": f"c{i}", "inner": {"x": i, "y": -i}},
+                    "dot.ted": {"k": i},
+                    "region": region,
+                }
+                for i in ids
+            ]
+            tx.append("s.n", pa.Table.from_pylist(rows, schema=normalize_schema(schema)))
+    return lake
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_nested_fields_rename_and_drop_as_metadata_and_every_reader_agrees(tmp_path: Path, mode: str) -> None:
+    lake = _nested_lake(tmp_path, {"delta.columnMapping.mode": mode})
+    files = set(lake.snapshot().delta_snapshot("s.n").files)
+    with lake.transaction() as tx:
+        tx.alter_table(
+            "s.n",
+            rename_columns={"s.a": "b", "S.Inner.X": "ex", "`dot.ted`.k": "key", "s": "t"},
+            drop_columns=["s.c", "s.inner.y"],
+        )
+        assert tx.schema("s.n").names == ["id", "t", "dot.ted", "region"]
+        row = {"id": 5, "t": {"b": 500, "inner": {"ex": 5}}, "dot.ted": {"key": 5}, "region": "eu"}
+        tx.append("s.n", pa.Table.from_pylist([row], schema=normalize_schema(tx.schema("s.n"))))
+    assert set(lake.snapshot().delta_snapshot("s.n").files) >= files  # no file rewritten
+    schema = lake.snapshot().schema("s.n")
+    assert str(schema.field("t").type) == "struct<b: int32, inner: struct<ex: int32>>"
+    got = sorted(lake.read_arrow("s.n").to_pylist(), key=lambda r: r["id"])
+    assert [r["t"] for r in got] == [
+        {"b": 1, "inner": {"ex": 1}},
+        {"b": 2, "inner": {"ex": 2}},
+        {"b": 30, "inner": {"ex": 3}},
+        {"b": 40, "inner": {"ex": 4}},
+        {"b": 500, "inner": {"ex": 5}},
+    ]
+    assert [r["dot.ted"] for r in got] == [{"key": i} for i in range(1, 6)]
+    # predicates on the renamed fields, and the stats (keyed by physical names) still prune
+    assert sorted(lake.read_arrow("s.n", where="t.b >= 30 AND t.inner.ex < 5")["id"].to_pylist()) == [3, 4]
+    assert lake.read_arrow("s.n", where="`dot.ted`.key = 2")["id"].to_pylist() == [2]
+    snap = lake.snapshot().delta_snapshot("s.n")
+    predicate = parse_predicate("t.b > 100").bind(schema)
+    kept = [a for a in snap.files.values() if predicate.may_match(FileStats.from_add(a, schema, ["region"]))]
+    assert len(kept) == 1 and len(snap.files) == 3
+    with lake.transaction() as tx:
+        assert tx.delete("s.n", "t.inner.ex = 2") == 1
+        assert tx.update("s.n", {"id": "id * 100"}, "t.b = 30") == 1
+    loc = TableLocation(ObjectStore.from_uri(lake.table_location("s.n")), "", {})
+    for version in range(lake.snapshot().delta_snapshot("s.n").version + 1):
+        assert_same_version(
+            loc,
+            version,
+            readers=("datafusion",),
+            predicates={"t.b >= 30": lambda r: r["t"]["b"] >= 30}
+            if version >= 2
+            else {"s.a >= 30": lambda r: r["s"]["a"] >= 30},
+        )
+    old = lake.snapshot(version=lake.version() - 2)  # time travel reads the old names
+    assert sorted(r["s"]["c"] for r in old.read_arrow("s.n").to_pylist()) == ["c1", "c2", "c3", "c4"]
+
+
+def test_nested_rename_and_drop_mistakes_are_typed_and_change_nothing(tmp_path: Path) -> None:
+    plain = _nested_lake(tmp_path / "plain", {"owner": "ops"})
+    for kwargs in ({"rename_columns": {"s.a": "b"}}, {"drop_columns": ["s.c"]}):
+        with pytest.raises(txlake.UnsupportedFeatureError) as info, plain.transaction() as tx:
+            tx.alter_table("s.n", **kwargs)  # type: ignore[arg-type]
+        assert info.value.feature == "columnMapping"
+    lake = _nested_lake(tmp_path / "mapped")
+    version = lake.version()
+    for kwargs, error in (
+        ({"rename_columns": {"s.nope": "x"}}, txlake.SchemaMismatchError),  # unknown path
+        ({"drop_columns": ["nope.a"]}, txlake.SchemaMismatchError),
+        ({"drop_columns": ["dot.ted.k"]}, txlake.SchemaMismatchError),  # a dotted name needs backticks
+        ({"rename_columns": {"s.a.z": "x"}}, txlake.SchemaMismatchError),  # s.a is no struct
+        ({"rename_columns": {"region.x": "y"}}, txlake.SchemaMismatchError),  # a partition column has no fields
+        ({"drop_columns": ["region"]}, txlake.InvalidArgumentError),  # a partition column
+        ({"rename_columns": {"s.a": "C"}}, txlake.SchemaMismatchError),  # s.c exists (case-insensitive)
+        ({"rename_columns": {"s.a": "x", "s.c": "x"}}, txlake.SchemaMismatchError),
+        ({"drop_columns": ["s.a", "s.c", "s.inner"]}, txlake.InvalidArgumentError),  # a struct with no field left
+        ({"drop_columns": ["s"], "rename_columns": {"s.a": "b"}}, txlake.InvalidArgumentError),
+        ({"drop_columns": ["s.a"], "rename_columns": {"s.a": "b"}}, txlake.InvalidArgumentError),
+        ({"drop_columns": ["`s"]}, txlake.InvalidArgumentError),  # unclosed backtick
+        ({"drop_columns": ["s..a"]}, txlake.InvalidArgumentError),
+        ({"rename_columns": {"s.a": ""}}, txlake.InvalidArgumentTypeError),
+    ):
+        with pytest.raises(error), lake.transaction() as tx:
+            tx.alter_table("s.n", **kwargs)  # type: ignore[arg-type]
+    assert lake.version() == version
+    assert lake.snapshot().schema("s.n") == normalize_schema(lake.snapshot().schema("s.n"))
+    assert str(lake.snapshot().schema("s.n").field("s").type).startswith("struct<a: int32, c: string")
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("a", ("a",)),
+        ("s.a", ("s", "a")),
+        ("`a.b`.c", ("a.b", "c")),
+        ("`we``ird`", ("we`ird",)),
+        ("s.`x y`", ("s", "x y")),
+    ],
+)
+def test_column_paths_parse_as_spark_writes_them(text: str, path: tuple[str, ...]) -> None:
+    assert parse_column_path(text) == path
+    assert parse_column_path(format_column_path(path)) == path
+
+
+@pytest.mark.parametrize("text", ["", "a.", ".a", "`a", "a`b", "`a`b", "a..b"])
+def test_malformed_column_paths_are_value_errors(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_column_path(text)

@@ -17,7 +17,9 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from txlake.delta.schema import null_column
 from txlake.errors import UnsupportedFeatureError
+from txlake.variant import is_variant
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 COLUMN_ID = "delta.columnMapping.id"
@@ -148,7 +150,7 @@ def _logical_array(arr: pa.Array, field: pa.Field) -> pa.Array:
         for child in _children(dtype):
             found = file_fields.find(child)
             if found is None:
-                children.append(pa.nulls(len(arr), child.type))
+                children.append(null_column(len(arr), child.type))
             else:
                 children.append(_logical_array(arr.field(arr.type.get_field_index(found.name)), child))
         mask = arr.is_null() if arr.null_count else None
@@ -170,6 +172,32 @@ def _logical_array(arr: pa.Array, field: pa.Field) -> pa.Array:
             arr.offsets, keys, items, type=map_type, mask=arr.is_null() if arr.null_count else None
         )
     return arr
+
+
+def shredded_variant(stored: pa.DataType, dtype: pa.DataType) -> bool:
+    """Whether a data file's column of type ``stored`` holds a variant of the table's ``dtype`` in any layout but
+    the unshredded one (exactly ``metadata`` and ``value``, both required binaries).
+
+    A shredded variant (Parquet variant shredding: a ``typed_value`` beside a ``value`` that may be null) has to
+    be put back together from both; read as unshredded it would lose values.
+    """
+    if is_variant(dtype):
+        if not pa.types.is_struct(stored) or stored.num_fields != 2:
+            return True
+        fields = {f.name: f for f in _children(stored)}
+        return sorted(fields) != ["metadata", "value"] or any(
+            f.nullable or not (pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)) for f in fields.values()
+        )
+    if pa.types.is_struct(dtype) and pa.types.is_struct(stored):
+        file_fields = FileFields(_children(stored))
+        return any(
+            (found := file_fields.find(child)) is not None and shredded_variant(found.type, child.type)
+            for child in _children(dtype)
+        )
+    stored_children, children = _children(stored), _children(dtype)
+    if len(stored_children) != len(children) or pa.types.is_struct(stored) or pa.types.is_struct(dtype):
+        return False  # a type mismatch: the cast to the table's type reports it
+    return any(shredded_variant(a.type, b.type) for a, b in zip(stored_children, children, strict=True))
 
 
 def _has_struct(dtype: pa.DataType) -> bool:

@@ -9,13 +9,26 @@ from txlake.delta.colmap import mapping_mode
 from txlake.delta.schema import schema_document
 from txlake.errors import UnsupportedFeatureError
 
-# variantType is declared by delta-rs on tables it upgrades to (3, 7) even without variant columns; such tables
-# are plain to read and write, so the feature is supported as long as no column is a variant.
+# variantType (and Spark 4.0's variantType-preview): variant columns are read as delta-rs reads them, an Arrow
+# struct<metadata, value> of the encoded bytes (txlake.variant). Writing to a table with variant columns is refused:
+# a value would need its encoding checked first. delta-rs declares variantType on tables it upgrades to (3, 7) even
+# without variant columns; those are plain to write. variantShredding(-preview): a table whose writers may shred
+# variants; each data file is checked as it is read (delta/files.py), unshredded ones read, shredded ones refused.
 # deletionVectors: rows a DV deletes are dropped on read; writes rewrite a file with a DV without those rows and
 # remove it by (path, DV) (docs/protocol.md, "Deletion vectors"). v2Checkpoint: V2 checkpoints (UUID-named, sidecars)
 # are read; txlake's own checkpoints of such tables are classic-named V2-spec ones (delta/checkpoint.py).
 SUPPORTED_READER_FEATURES = frozenset(
-    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "variantType"}
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "variantShredding",
+        "variantShredding-preview",
+        "variantType",
+        "variantType-preview",
+    }
 )
 SUPPORTED_WRITER_FEATURES = frozenset(
     {
@@ -27,6 +40,7 @@ SUPPORTED_WRITER_FEATURES = frozenset(
         "v2Checkpoint",
         "vacuumProtocolCheck",
         "variantType",
+        "variantType-preview",
     }
 )
 MAX_READER_VERSION = 3
@@ -50,8 +64,6 @@ def check_read_support(protocol: Protocol, metadata: Metadata, *, table: str | N
         for feature in protocol.reader_features or ():
             if feature not in SUPPORTED_READER_FEATURES:
                 raise UnsupportedFeatureError(f"{table} uses reader feature {feature}", table=table, feature=feature)
-    if _schema_uses_type(metadata.schema_string, "variant"):
-        raise UnsupportedFeatureError(f"{table} has variant columns", table=table, feature="variantType")
     try:
         _column_mapping(metadata.configuration)
     except ValueError as exc:
@@ -90,7 +102,13 @@ def _schema_uses_type(schema_string: str, type_name: str) -> bool:
 
 def protocol_for_new_table(schema_string: str, configuration: Mapping[str, str] | None = None) -> Protocol:
     """The least protocol a new table with this schema needs: (1, 2), (2, 5) with column mapping (as Spark
-    creates it), or (3, 7) with the features (``timestampNtz``, ``columnMapping``)."""
+    creates it), or (3, 7) with the features (``timestampNtz``, ``columnMapping``).
+
+    Raises:
+        UnsupportedFeatureError: the schema has a variant column (``feature`` ``variantType``).
+    """
+    if _schema_uses_type(schema_string, "variant"):
+        raise UnsupportedFeatureError("txlake does not write variant columns", feature="variantType")
     features = ["timestampNtz"] if _schema_uses_type(schema_string, "timestamp_ntz") else []
     mapped = _column_mapping(configuration or {})
     if mapped and not features:
@@ -124,6 +142,10 @@ def check_write_support(protocol: Protocol, metadata: Metadata, *, table: str | 
         for feature in protocol.writer_features or ():
             if feature not in SUPPORTED_WRITER_FEATURES:
                 raise UnsupportedFeatureError(f"{table} uses writer feature {feature}", table=table, feature=feature)
+    if _schema_uses_type(metadata.schema_string, "variant"):
+        raise UnsupportedFeatureError(
+            f"{table} has variant columns, which txlake reads but does not write", table=table, feature="variantType"
+        )
     config = metadata.configuration
     if v >= 2 and _schema_has_key(metadata.schema_string, "delta.invariants"):
         raise UnsupportedFeatureError(f"{table} has column invariants", table=table, feature="invariants")

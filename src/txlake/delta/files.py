@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from txlake.delta.actions import Add, now_ms
-from txlake.delta.colmap import FileFields, physical_name, to_logical, to_physical
+from txlake.delta.colmap import FileFields, physical_name, shredded_variant, to_logical, to_physical
 from txlake.delta.dv import (
     FILE_FORMAT_VERSION,
     DeletionVectorDescriptor,
@@ -34,9 +34,16 @@ from txlake.delta.dv import (
     unframe,
 )
 from txlake.delta.roaring import U64Array
-from txlake.delta.schema import cast_problem, spark_type_name
-from txlake.errors import CorruptLogError, DataFileNotFoundError, ObjectNotFoundError, SchemaMismatchError
+from txlake.delta.schema import cast_problem, null_column, spark_type_name
+from txlake.errors import (
+    CorruptLogError,
+    DataFileNotFoundError,
+    ObjectNotFoundError,
+    SchemaMismatchError,
+    UnsupportedFeatureError,
+)
 from txlake.storage import ObjectStore
+from txlake.variant import has_variant
 
 STRING_STATS_PREFIX = 32
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -439,6 +446,14 @@ def read_file(
         raise CorruptLogError(
             f"data file {add.path} of {table or table_path} is not readable Parquet: {exc}", table=table, path=add.path
         ) from exc
+    shredded = [n for n, f in stored.items() if _shredded(f, schema.field(n))]
+    if shredded:  # checked per file: a table that allows shredding may still hold unshredded files only
+        raise UnsupportedFeatureError(
+            f"data file {add.path} of {table or table_path} stores the variants of {shredded} shredded, which txlake "
+            "does not reassemble",
+            table=table,
+            feature="variantShredding",
+        )
     if add.deletion_vector is not None:
         raw = _drop_deleted(raw, add, load_deletion_vector(store, table_path, add, table=table), table)
     if stored:  # (a table of no columns keeps its row count)
@@ -446,6 +461,10 @@ def read_file(
             [to_logical(raw.column(f.name), schema.field(name)) for name, f in stored.items()], names=list(stored)
         )
     return _assemble(raw, add, schema, partition_columns, wanted, table=table)
+
+
+def _shredded(stored: pa.Field, field: pa.Field) -> bool:
+    return has_variant(field.type) and shredded_variant(stored.type, field.type)
 
 
 def _dv_location(store: ObjectStore, table_path: str, dv: DeletionVectorDescriptor) -> tuple[ObjectStore, str]:
@@ -574,7 +593,7 @@ def _assemble(
             if arr.type != field.type:
                 arr = _cast_column(arr, field, add, table)
         else:
-            arr = pa.nulls(n, field.type)
+            arr = null_column(n, field.type)
         arrays.append(arr)
         fields.append(field.with_nullable(True) if arr.null_count else field)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from txlake.errors import CorruptLogError, InvalidArgumentTypeError, SchemaMismatchError, UnsupportedFeatureError
 from txlake.typenames import spark_type_name as spark_type_name  # (re-exported)
+from txlake.variant import VARIANT, is_variant
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -38,7 +39,7 @@ def delta_type_to_arrow(dtype: Any) -> pa.DataType:
         if m:
             return pa.decimal128(int(m.group(1)), int(m.group(2)))
         if dtype == "variant":
-            raise UnsupportedFeatureError("variant columns are not supported", feature="variantType")
+            return VARIANT
         raise UnsupportedFeatureError(f"unknown Delta type {dtype!r}", feature=f"type:{dtype}")
     kind = dtype.get("type")
     if kind == "struct":
@@ -89,7 +90,13 @@ def schema_from_json(schema_string: str) -> pa.Schema:
 
 
 def arrow_type_to_delta(dtype: pa.DataType) -> Any:
-    """Map an Arrow type to the Delta type JSON; raises ``TypeError`` for types Delta cannot store."""
+    """Map an Arrow type to the Delta type JSON; raises ``TypeError`` for types Delta cannot store.
+
+    txlake's variant struct (:data:`txlake.variant.VARIANT`) maps back to ``variant``, so a schema read from a
+    table round-trips (:func:`normalize_schema`).
+    """
+    if is_variant(dtype):
+        return "variant"
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_string_view(dtype):
         return "string"
     if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype) or pa.types.is_fixed_size_binary(dtype):
@@ -203,6 +210,20 @@ def _struct_compatible(src: pa.StructType, dst: pa.StructType) -> list[str]:
     return problems
 
 
+def _strict_child(dtype: pa.DataType) -> bool:
+    """Whether a nested type has a non-nullable child at some level (a variant's ``metadata`` and ``value``)."""
+    nested = [dtype.field(i) for i in range(dtype.num_fields)] if pa.types.is_nested(dtype) else []
+    return any(not f.nullable or _strict_child(f.type) for f in nested)
+
+
+def null_column(length: int, dtype: pa.DataType) -> pa.Array:
+    """``length`` nulls of ``dtype``; the children of null structs hold empty values rather than nulls, so that
+    non-nullable children (a variant's) survive casts."""
+    if _strict_child(dtype):
+        return pa.array([None] * length, type=dtype)
+    return pa.nulls(length, dtype)
+
+
 def cast_problem(exc: BaseException) -> str:
     """Arrow's reason a cast failed, on one line."""
     text = str(exc).strip()
@@ -227,7 +248,7 @@ def conform(data: pa.Table, schema: pa.Schema, *, table: str | None = None) -> p
                 raise SchemaMismatchError(
                     f"non-nullable column {field.name!r} is missing", table=table, columns=[field.name]
                 )
-            arrays.append(pa.nulls(data.num_rows, field.type))
+            arrays.append(null_column(data.num_rows, field.type))
             continue
         col = data.column(field.name)
         if not _widenable(col.type, field.type):

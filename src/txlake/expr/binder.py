@@ -45,6 +45,7 @@ from txlake.expr.types import (
     represents_exactly,
 )
 from txlake.typenames import spark_type_name
+from txlake.variant import has_variant, is_variant
 
 N = TypeVar("N", bound=Node)
 
@@ -294,6 +295,8 @@ class SchemaScope:
         path: list[str] = []
         current = field.type
         for part in rest:
+            if is_variant(current):
+                break
             if not pa.types.is_struct(current):
                 return f"column {field.name!r} has no field {part!r}"
             children = [f.name for f in current]
@@ -303,6 +306,9 @@ class SchemaScope:
             child = current.field(hits[0])
             path.append(child.name)
             current = child.type
+        if has_variant(current):
+            where = ".".join([field.name, *path])
+            return f"column {where!r} is or holds a variant, which txlake predicates cannot read"
         return ColumnRef(type=current, name=field.name, path=tuple(path))
 
 

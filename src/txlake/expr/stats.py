@@ -39,6 +39,7 @@ from txlake.expr.nodes import (
     Or,
 )
 from txlake.expr.types import family, is_monotone_widening, round_to_float32
+from txlake.variant import is_variant
 
 B = TypeVar("B", bool, np.ndarray)
 
@@ -185,7 +186,7 @@ def _typed_values(raw: Any, schema: pa.Schema | pa.StructType, *, is_max: bool) 
         return out
     for f in schema:
         key = physical_name(f)  # stats are keyed by physical names (column mapping), results by logical ones
-        if key not in raw:
+        if key not in raw or is_variant(f.type):  # a variant's stats bound nothing txlake evaluates
             continue
         value = raw[key]
         if pa.types.is_struct(f.type):
@@ -205,6 +206,8 @@ def _typed_counts(raw: Any, schema: pa.Schema | pa.StructType) -> dict[str, Any]
         return out
     for f in schema:
         value = raw.get(physical_name(f))
+        if is_variant(f.type):
+            continue
         if pa.types.is_struct(f.type) and isinstance(value, dict):
             out[f.name] = _typed_counts(value, f.type)
         elif _count(value) is not None:

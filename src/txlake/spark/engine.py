@@ -34,7 +34,13 @@ from txlake.delta.actions import Add
 from txlake.delta.colmap import is_mapped
 from txlake.delta.files import decode_path, parse_partition_value, resolve_file
 from txlake.delta.schema import conform, normalize_schema
-from txlake.errors import DataFileNotFoundError, PredicateError, SchemaMismatchError, TxlakeError
+from txlake.errors import (
+    DataFileNotFoundError,
+    PredicateError,
+    SchemaMismatchError,
+    TxlakeError,
+    UnsupportedFeatureError,
+)
 from txlake.expr import parse_predicate
 from txlake.expr.nodes import walk
 from txlake.spark import dml
@@ -414,8 +420,12 @@ def _arrow_field(field: StructField, table: str) -> pa.Field:
         table=table,
         columns=[field.name],
     )
-    if _has_variant(field.dataType):
-        raise problem
+    if _has_variant(field.dataType):  # Delta stores variants; txlake reads them but does not write them
+        raise UnsupportedFeatureError(
+            f"column {field.name!r} is or holds a variant, which txlake does not write",
+            table=table,
+            feature="variantType",
+        )
     try:
         return to_arrow_schema(StructType([field]), timezone="UTC").field(0)
     except (TypeError, ValueError, PySparkException) as exc:

@@ -48,13 +48,46 @@ from txlake.spark.specs import decode_scan, decode_write
 from txlake.spark.writing import DEFAULT_TARGET_FILE_BYTES, TaskFiles, TaskWriter, abort_write, commit_write
 from txlake.storage import ObjectStore
 from txlake.txn.engine import ScanSpec, TableLocation, WriteSpec
+from txlake.variant import MARKER, has_variant, is_variant
 
 FORMAT = "txlake"
 
 
 def spark_schema(location: TableLocation) -> StructType:
-    """The Spark schema of a table: Delta's schema JSON is Spark's own StructType JSON."""
+    """The Spark schema of a table: Delta's schema JSON is Spark's own StructType JSON (``variant`` columns are
+    Spark's ``VariantType``)."""
     return StructType.fromJson(json.loads(location.schema_json))
+
+
+SPARK_VARIANT = pa.struct(
+    [pa.field("value", pa.binary(), nullable=False), pa.field("metadata", pa.binary(), nullable=False, metadata=MARKER)]
+)
+"""How PySpark's Arrow conversion lays out a ``VariantType`` value (``value`` first, ``metadata`` marked)."""
+
+
+def _spark_arrow_type(dtype: pa.DataType) -> pa.DataType:
+    if is_variant(dtype):
+        return SPARK_VARIANT
+    if pa.types.is_struct(dtype):
+        return pa.struct([f.with_type(_spark_arrow_type(f.type)) for f in dtype])
+    if pa.types.is_list(dtype):
+        return pa.list_(dtype.value_field.with_type(_spark_arrow_type(dtype.value_type)))
+    if pa.types.is_large_list(dtype):
+        return pa.large_list(dtype.value_field.with_type(_spark_arrow_type(dtype.value_type)))
+    if pa.types.is_map(dtype):
+        key, item = dtype.key_field, dtype.item_field
+        return pa.map_(key.with_type(_spark_arrow_type(key.type)), item.with_type(_spark_arrow_type(item.type)))
+    return dtype
+
+
+def has_variant_column(schema: pa.Schema) -> bool:
+    return any(has_variant(f.type) for f in schema)
+
+
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` (as txlake reads a table) with every variant in PySpark's layout, so that Spark takes the record
+    batches as ``VariantType`` columns (the bytes unchanged; Arrow casts structs by field name)."""
+    return pa.schema([f.with_type(_spark_arrow_type(f.type)) for f in schema], metadata=schema.metadata)
 
 
 # ------------------------------------------------------------------------------------------------ read
@@ -108,6 +141,8 @@ class TxlakeReader(DataSourceReader):
                 table=table.table_name,
                 columns=self.columns,
             )
+            if has_variant_column(data.schema):
+                data = data.cast(spark_arrow_schema(data.schema))
             if self.file_column is not None:
                 data = data.append_column(self.file_column, pa.array([add.path] * data.num_rows, pa.string()))
             yield from data.to_batches()

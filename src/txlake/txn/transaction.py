@@ -27,10 +27,11 @@ from txlake.arguments import (
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
-from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table, mapping_mode
+from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import decode_path, resolve_file
 from txlake.delta.log import DeltaLog
+from txlake.delta.renames import renamed_and_dropped
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
 from txlake.delta.snapshot import load_snapshot
 from txlake.delta.state import Snapshot
@@ -601,10 +602,13 @@ class Transaction:
         rewritten with the new type in this transaction (no Delta type-widening feature: every plain reader reads
         the table), so it costs a rewrite of the table and reads all of it.
 
-        ``rename_columns`` (``{"old": "new"}``) and ``drop_columns`` (``["col"]``): top-level columns, partition
-        columns renamed too (not dropped), on tables that map columns (``delta.columnMapping.mode`` ``name`` or
-        ``id``, set when the table is created): only the metadata changes, data files keep the columns under their
-        physical names. Other tables refuse them (:class:`UnsupportedFeatureError`, ``feature="columnMapping"``).
+        ``rename_columns`` (``{"old": "new"}``, ``{"s.a": "b"}``) and ``drop_columns`` (``["col", "s.c"]``):
+        columns and fields inside structs, named by paths as in Spark SQL (backticks quote a name holding a dot:
+        ```a.b`.c``; :mod:`txlake.delta.renames`); a new name is one field name, the field stays where it is.
+        Partition columns may be renamed, not dropped. Only on tables that map columns
+        (``delta.columnMapping.mode`` ``name`` or ``id``, set when the table is created): only the metadata
+        changes, data files keep the columns under their physical names. Other tables refuse them
+        (:class:`UnsupportedFeatureError`, ``feature="columnMapping"``).
         """
         work = self._writable(name)
         if add_columns is None and not set_properties and not widen and not rename_columns and not drop_columns:
@@ -624,7 +628,7 @@ class Transaction:
                     "alter_table",
                     argument="widen",
                 )
-            schema, partition_columns = _renamed_and_dropped(
+            schema, partition_columns = renamed_and_dropped(
                 work.entry.name,
                 schema,
                 partition_columns,
@@ -1785,63 +1789,6 @@ def _widened(table: str, schema: pa.Schema, widen: Mapping[str, Any], work: Tabl
             )
         fields[index] = old.with_type(new_type)
     return pa.schema(fields, metadata=schema.metadata)
-
-
-def _renamed_and_dropped(
-    table: str,
-    schema: pa.Schema,
-    partition_columns: Sequence[str],
-    configuration: Mapping[str, str],
-    rename: Mapping[str, Any],
-    drop: Sequence[str],
-) -> tuple[pa.Schema, list[str]]:
-    """The schema and partition columns after renaming and dropping top-level columns (metadata only)."""
-    if mapping_mode(configuration) == "none":
-        raise UnsupportedFeatureError(
-            f"renaming or dropping columns of {table} needs column mapping, which it does not use: create the table "
-            "with properties={'delta.columnMapping.mode': 'name'}",
-            table=table,
-            feature="columnMapping",
-        )
-    by_name: dict[str, str] = {f.name.lower(): f.name for f in schema}
-
-    def column(given: object, argument: str) -> str:
-        found = by_name.get(given.lower()) if isinstance(given, str) else None
-        if found is None:
-            raise SchemaMismatchError(
-                f"{table} has no column {given!r} ({argument}; columns: {', '.join(schema.names)})",
-                table=table,
-                columns=[str(given)],
-            )
-        return str(found)
-
-    renames: dict[str, str] = {}
-    for old, new in rename.items():
-        if not isinstance(new, str) or not new:
-            raise InvalidArgumentTypeError(
-                f"rename_columns maps column names to new names, got {old!r}: {new!r}", argument="rename_columns"
-            )
-        renames[column(old, "rename_columns")] = new
-    dropped = {column(c, "drop_columns") for c in drop}
-    both = sorted(dropped & set(renames))
-    if both:
-        raise InvalidArgumentError(
-            f"{table}: column(s) {', '.join(both)} both renamed and dropped", argument="drop_columns"
-        )
-    parts = sorted(dropped & set(partition_columns))
-    if parts:
-        raise InvalidArgumentError(
-            f"{', '.join(parts)} partition the table {table}: a partition column cannot be dropped",
-            argument="drop_columns",
-        )
-    fields = [f.with_name(renames.get(f.name, f.name)) for f in schema if f.name not in dropped]
-    if not fields:
-        raise InvalidArgumentError(f"{table} needs at least one column", argument="drop_columns")
-    names = [f.name.lower() for f in fields]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise SchemaMismatchError(f"{table} would have column(s) {', '.join(twice)} twice", table=table, columns=twice)
-    return pa.schema(fields, metadata=schema.metadata), [renames.get(c, c) for c in partition_columns]
 
 
 def _changes(record: GlobalRecord, table_id: str) -> bool:
