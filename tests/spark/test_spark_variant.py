@@ -59,3 +59,35 @@ def test_spark_refuses_variant_writes(variant_lake: txlake.Lakehouse, spark: Spa
             write(tx)
         assert info.value.feature == "variantType"
     assert variant_lake.read_arrow("ext.v").num_rows == 102
+
+
+SHREDDING = VARIANTS.parent / "spark-shredded-variant-preview-delta"
+
+
+def test_spark_refuses_a_shredded_file_as_the_arrow_path_does(
+    lake: txlake.Lakehouse, spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark's own Parquet reader would read a shredded file's ``value``/``typed_value`` as it likes; variant
+    tables go through the data source, which checks every file (``auto`` would otherwise read this local table
+    natively)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.copytree(SHREDDING, tmp_path / "lake" / "ext" / "s")
+    lake.register_table("ext.s", "ext/s")
+    with lake.transaction() as tx:
+        assert tx.read("ext.s").count() == lake.read_arrow("ext.s").num_rows  # unshredded files read
+    snapshot = lake.snapshot()
+    first = sorted(tmp_path.joinpath("lake", "ext", "s").glob("*.parquet"))[0]
+    ids = pq.read_table(first, columns=["id"]).column("id")
+    shredded = pa.struct(
+        [
+            pa.field("metadata", pa.binary(), nullable=False),
+            pa.field("value", pa.binary()),
+            pa.field("typed_value", pa.int64()),
+        ]
+    )
+    values = pa.array([{"metadata": b"\x01\x00\x00", "value": None, "typed_value": i} for i in range(len(ids))])
+    pq.write_table(pa.table({"id": ids, "v": values.cast(shredded)}), first)
+    with pytest.raises(Exception, match="variants of .* shredded"):
+        snapshot.read("ext.s").collect()

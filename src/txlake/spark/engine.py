@@ -73,6 +73,7 @@ from txlake.txn.engine import (
     WriteOutcome,
     WriteSpec,
 )
+from txlake.variant import has_variant
 
 ReaderChoice = SparkReader
 READERS: tuple[SparkReader, ...] = ("auto", "native", "python")
@@ -199,12 +200,15 @@ class SparkEngine:
 
         Files with a deletion vector are always read by the data source, which drops the rows the DV deletes
         (Spark's Parquet reader would return them), whatever the reader setting; so are tables that map column
-        names (column mapping).
+        names (column mapping) and tables with variant columns (only the data source checks that a file's
+        variants are not shredded).
         """
         if self.reader == "python" or len(scan.table.partition_columns) == len(scan.table.schema):
             return False  # (when every column is a partition column, no column lives in the files)
         if is_mapped(scan.table.schema):
             return False  # the files store physical names, which only the data source maps back
+        if any(has_variant(f.type) for f in scan.table.schema):
+            return False  # the data source refuses shredded variant files (txlake.delta.files); Spark would not
         if any(a.deletion_vector is not None for a in scan.files):
             return False
         local = scan.table.store_uri.startswith("file://") and all(
