@@ -31,7 +31,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from txlake.delta.actions import now_ms
 from txlake.errors import (
@@ -44,8 +44,10 @@ from txlake.errors import (
 )
 from txlake.lakehouse.log import LogView
 from txlake.storage import ObjectMeta, ObjectStore
-from txlake.txn.context import LakeContext
 from txlake.txn.lease import Lease, LeaseHandle, lease_path, read_lease
+
+if TYPE_CHECKING:
+    from txlake.txn.context import LakeContext
 
 Concurrency = Literal["optimistic", "pessimistic"]
 CONCURRENCY_MODES: tuple[Concurrency, ...] = ("optimistic", "pessimistic")
@@ -57,6 +59,10 @@ POLL_MAX_DELAY = 0.05
 """A waiting holder LISTs the table's markers again after 2 ms, backing off to 50 ms (with jitter)."""
 DEADLOCK_CHECK_AFTER = 0.02
 """A holder looks for a waits-for cycle once it has waited this long (most waits end sooner)."""
+DEADLOCK_CONFIRM = 0.2
+"""A cycle counts only when seen again at least this long after it was first seen: an edge read from a lease
+may be stale (its owner saw a marker that was withdrawn a moment later and has not polled since); a real cycle
+persists until one of its members gives up."""
 
 
 def check_concurrency(concurrency: object) -> Concurrency:
@@ -176,6 +182,7 @@ class IntentQueue:
         """Table id -> path of this transaction's settled marker on it."""
         self._leases: dict[str, Lease | None] = {}
         self._waits_for: tuple[str, ...] = ()
+        self._cycle_seen: tuple[frozenset[str], float] | None = None
         self.waited = 0.0
         """Seconds spent waiting for markers ahead (for benchmarks and tests)."""
 
@@ -315,6 +322,14 @@ class IntentQueue:
             frontier.extend(t for t in edges[txid] if t not in leases)
         cycle = _cycle_through(self.txid, edges)
         if cycle is None:
+            self._cycle_seen = None
+            return
+        now = time.monotonic()
+        members = frozenset(cycle)
+        if self._cycle_seen is None or self._cycle_seen[0] != members:
+            self._cycle_seen = (members, now)
+            return
+        if now - self._cycle_seen[1] < DEADLOCK_CONFIRM:
             return
         youngest = max(cycle, key=lambda t: (leases[t].started_ms, t))
         if youngest == self.txid:
