@@ -41,6 +41,7 @@ from txlake.errors import (
     InvalidArgumentError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
+    TxlakeError,
 )
 from txlake.lakehouse.log import LogView
 from txlake.storage import ObjectMeta, ObjectStore
@@ -183,6 +184,8 @@ class IntentQueue:
         self._leases: dict[str, Lease | None] = {}
         self._waits_for: tuple[str, ...] = ()
         self._cycle_seen: tuple[frozenset[str], float] | None = None
+        self._placed: set[str] = set()
+        """Every marker path this transaction put (or may have put): all deleted when it ends."""
         self.waited = 0.0
         """Seconds spent waiting for markers ahead (for benchmarks and tests)."""
 
@@ -203,13 +206,14 @@ class IntentQueue:
             path, markers = self._place(table_id, table, lease)
             try:
                 acquired = self._wait(table_id, table, path, markers, deadline)
-            except BaseException:
-                with contextlib.suppress(ObjectNotFoundError):
-                    self.store.delete(path)
+            except Exception:  # a crash or an interrupt (BaseException) leaves the marker to expire with the lease
+                with contextlib.suppress(TxlakeError):
+                    self._delete(path)
                 raise
             finally:
                 if self._waits_for:
-                    self._publish_waits(())
+                    with contextlib.suppress(TxlakeError):
+                        self._publish_waits(())
             if acquired:
                 self.held[table_id] = path
                 return
@@ -230,6 +234,7 @@ class IntentQueue:
                 holds=tuple(self.held),
                 placed_ms=now_ms(),
             )
+            self._placed.add(path)  # deleted when the transaction ends, whatever happens from here on
             try:
                 self.store.put_if_absent(path, marker.to_bytes())
             except ObjectAlreadyExistsError:
@@ -239,8 +244,7 @@ class IntentQueue:
                 return path, after
             # someone placed after us before we saw ourselves: our number may be one that was freed below a
             # holder that already proceeded; withdraw and queue again at the end
-            with contextlib.suppress(ObjectNotFoundError):
-                self.store.delete(path)
+            self._delete(path)
             time.sleep(random.uniform(0, POLL_FIRST_DELAY))
 
     def _wait(self, table_id: str, table: str, path: str, markers: list[MarkerKey], deadline: float) -> bool:
@@ -343,12 +347,16 @@ class IntentQueue:
     # ------------------------------------------------------------------------------------------ release
 
     def release(self) -> None:
-        """Delete every marker this transaction holds (it ended: the others may go on)."""
-        paths = list(self.held.values())
+        """Delete every marker this transaction placed (it ended: the others may go on). A delete that fails
+        raises: the caller then leaves its lease to expire instead of deleting it, so the marker dies with it."""
         self.held.clear()
-        for path in paths:
-            with contextlib.suppress(ObjectNotFoundError):
-                self.store.delete(path)
+        for path in sorted(self._placed):
+            self._delete(path)
+
+    def _delete(self, path: str) -> None:
+        with contextlib.suppress(ObjectNotFoundError):
+            self.store.delete(path)
+        self._placed.discard(path)
 
 
 def settled_view(ctx: LakeContext, table_ids: Sequence[str]) -> LogView:

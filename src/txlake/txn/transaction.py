@@ -297,12 +297,15 @@ class Transaction:
     def _release_lease(self) -> None:
         """Stop renewing the lease and delete it (the transaction ended: committed, aborted, or unknown and
         left to roll-forward, which does not need it). Intent markers go first: a marker never outlives its lease."""
+        released = True
         if self._intents is not None:
-            with contextlib.suppress(TxlakeError):  # a marker left behind expires with the lease
+            try:
                 self._intents.release()
+            except TxlakeError:  # a marker left behind: keep the lease object, so that the marker expires with it
+                released = False
         if self._lease is not None:
             with contextlib.suppress(TxlakeError):
-                self._ctx.heartbeat.release(self._lease)
+                self._ctx.heartbeat.release(self._lease, delete=released)
 
     def _ensure_active(self) -> None:
         if self._status != "active":
