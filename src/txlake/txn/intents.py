@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,10 @@ DEADLOCK_CONFIRM = 0.2
 """A cycle counts only when seen again at least this long after it was first seen: an edge read from a lease
 may be stale (its owner saw a marker that was withdrawn a moment later and has not polled since); a real cycle
 persists until one of its members gives up."""
+
+_RELEASED = threading.Condition()
+"""Notified whenever a transaction of this process releases its markers: its waiters look again at once instead
+of at their next poll (other processes' waiters poll)."""
 
 
 def check_concurrency(concurrency: object) -> Concurrency:
@@ -272,8 +277,9 @@ class IntentQueue:
                         table=table,
                         holders=holders,
                     )
-                time.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 1.5, POLL_MAX_DELAY)
+                with _RELEASED:
+                    woken = _RELEASED.wait(delay * random.uniform(0.5, 1.0))
+                delay = POLL_FIRST_DELAY if woken else min(delay * 1.5, POLL_MAX_DELAY)
                 markers = list_markers(self.store, table_id)
         finally:
             self.waited += time.monotonic() - started
@@ -350,8 +356,12 @@ class IntentQueue:
         """Delete every marker this transaction placed (it ended: the others may go on). A delete that fails
         raises: the caller then leaves its lease to expire instead of deleting it, so the marker dies with it."""
         self.held.clear()
-        for path in sorted(self._placed):
-            self._delete(path)
+        try:
+            for path in sorted(self._placed):
+                self._delete(path)
+        finally:
+            with _RELEASED:
+                _RELEASED.notify_all()
 
     def _delete(self, path: str) -> None:
         with contextlib.suppress(ObjectNotFoundError):
