@@ -284,6 +284,10 @@ class Transaction:
             self.commit()
         elif issubclass(exc_type, Exception):
             self.abort()
+        elif self._intents is not None and self._lease is not None:
+            # an interrupt: leave the markers as a crash would, but stop renewing the lease, so that they expire
+            # with it even if this process goes on
+            self._ctx.heartbeat.release(self._lease, delete=False)
         # BaseException (KeyboardInterrupt, a simulated crash): leave everything as a crash would
 
     def _hold_lease(self, **info: Any) -> LeaseHandle:
