@@ -77,7 +77,7 @@ def check_concurrency(concurrency: object) -> Concurrency:
         raise InvalidArgumentError(
             f"concurrency must be one of {CONCURRENCY_MODES}, got {concurrency!r}", argument="concurrency"
         )
-    return concurrency  # type: ignore[return-value]
+    return concurrency
 
 
 def intents_dir(table_id: str) -> str:
