@@ -17,7 +17,9 @@ import txlake
 
 def main(argv: list[str]) -> int:
     mode, uri, options = argv[0], argv[1], json.loads(argv[2])
-    lake = txlake.connect(uri, options, lease_seconds=1.0)
+    # the holder is killed: a short lease lets the queue move on soon; the incrementers keep a roomier one (a
+    # heartbeat late by a third of a lease on a loaded machine loses it: LeaseLostError, and retries=0 fails)
+    lake = txlake.connect(uri, options, lease_seconds=1.0 if mode == "hold" else 10.0)
     if mode == "increment":
         for _ in range(int(argv[3])):
 

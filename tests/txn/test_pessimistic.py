@@ -250,3 +250,23 @@ def test_vacuum_collects_dead_holders_markers_only(tmp_path: Path) -> None:
     assert live_path not in {f.path for f in report.deleted}
     assert _markers(lake) == [live_path]
     live.commit()
+
+
+def test_an_optimistic_commit_between_two_acquisitions_cannot_cause_read_skew(tmp_path: Path) -> None:
+    lake = _bank(StoreLocation((tmp_path / "lake").as_uri(), {}))
+    tx = lake.transaction("snapshot", concurrency="pessimistic")
+    assert _balance_in(tx, "bank.b") == 0  # holds b, read at the newest version
+    with lake.transaction() as other:  # optimistic: ignores markers; moves 5 from a to b
+        other.update("bank.a", set={"balance": "balance - 5"}, where="id = 1")
+        other.update("bank.b", set={"balance": "balance + 5"}, where="id = 1")
+    # a is acquired at the newest version (-5): with b read before the transfer, the sum would be off by 5
+    with pytest.raises(txlake.ConcurrentDeleteReadError) as caught:  # the catch-up check on b
+        _balance_in(tx, "bank.a")
+    assert caught.value.table == "bank.b"
+    tx.abort()
+    assert _markers(lake) == []
+
+
+def _balance_in(tx: txlake.Transaction, name: str) -> int:
+    (row,) = tx.read_arrow(name, where="id = 1").to_pylist()
+    return int(row["balance"])
