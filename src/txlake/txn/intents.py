@@ -61,6 +61,8 @@ POLL_MAX_DELAY = 0.05
 """A waiting holder LISTs the table's markers again after 2 ms, backing off to 50 ms (with jitter)."""
 DEADLOCK_CHECK_AFTER = 0.02
 """A holder looks for a waits-for cycle once it has waited this long (most waits end sooner)."""
+DEADLOCK_CHECK_INTERVAL = 0.1
+"""Then again at most this often (each look reads the leases along the waits-for edges)."""
 DEADLOCK_CONFIRM = 0.2
 """A cycle counts only when seen again at least this long after it was first seen: an edge read from a lease
 may be stale (its owner saw a marker that was withdrawn a moment later and has not polled since); a real cycle
@@ -255,6 +257,7 @@ class IntentQueue:
     def _wait(self, table_id: str, table: str, path: str, markers: list[MarkerKey], deadline: float) -> bool:
         """Wait until no live marker is ahead of ours: ``True``; ``False`` if ours was deleted meanwhile."""
         started = time.monotonic()
+        next_check = started + DEADLOCK_CHECK_AFTER
         delay = POLL_FIRST_DELAY
         try:
             while True:
@@ -268,8 +271,11 @@ class IntentQueue:
                 if holders != self._waits_for:
                     self._publish_waits(holders)
                 now = time.monotonic()
-                if now - started >= DEADLOCK_CHECK_AFTER:
+                # holding no other marker, we are in no cycle that does not also exist without us (whoever
+                # waits for us waits for those ahead of us too): leave it to the members that hold something
+                if self.held and now >= next_check:
                     self._check_cycle(table, holders)
+                    next_check = now + DEADLOCK_CHECK_INTERVAL
                 if now >= deadline:
                     raise IntentTimeoutError(
                         f"transaction {self.txid} waited {self.timeout:.0f}s for the intent markers of "
