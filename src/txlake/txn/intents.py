@@ -377,13 +377,14 @@ class IntentQueue:
 
 def settled_view(ctx: LakeContext, table_ids: Sequence[str]) -> LogView:
     """The log once every claim in flight on these tables is decided (waited for, rolled forward after its
-    lease): what a holder that just acquired their markers reads them at. Claims on them come only from
-    optimistic transactions, or from a pessimistic holder that ended with its version claimed but undecided."""
+    lease) and every version below them too, so that the decided prefix holds them: what a holder that just
+    acquired their markers reads them at. Claims on them come only from optimistic transactions, or from a
+    pessimistic holder that ended with its version claimed but undecided."""
     view = ctx.view()
     claims = [
         p.record.version
         for p in view.pending
-        if p.outcome is None and any((c := p.record.table(t)) is not None and c.moves_version for t in table_ids)
+        if any((c := p.record.table(t)) is not None and c.moves_version for t in table_ids)
     ]
     if claims:
         ctx.await_prefix(max(claims))
