@@ -235,6 +235,25 @@ class LeaseLostError(TransactionExpiredError):
     client took the transaction over (``Lakehouse.resume``/``recover``). Nothing of it may be committed here."""
 
 
+class DeadlockError(ConflictError):
+    """A pessimistic transaction was chosen to break a cycle of transactions waiting for each other's intent
+    markers (the youngest of the cycle gives up its markers). ``cycle`` holds the transaction ids of the cycle,
+    in waits-for order, starting with this one; ``Lakehouse.run`` runs it again."""
+
+    def __init__(self, message: str, *, cycle: Sequence[str] = (), table: str | None = None) -> None:
+        super().__init__(message, table=table)
+        self.cycle = tuple(cycle)
+
+
+class IntentTimeoutError(ConflictError):
+    """A pessimistic transaction waited longer than the commit timeout for the intent markers ahead of it on
+    ``table`` (held by ``holders``, all alive). ``Lakehouse.run`` runs it again."""
+
+    def __init__(self, message: str, *, table: str | None = None, holders: Sequence[str] = ()) -> None:
+        super().__init__(message, table=table)
+        self.holders = tuple(holders)
+
+
 # ------------------------------------------------------------------------------------------ transactions
 
 

@@ -44,6 +44,7 @@ from txlake.lakehouse.vacuum import DEFAULT_RETENTION, VacuumReport, highest_hor
 from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
+from txlake.txn.intents import Concurrency
 from txlake.txn.transaction import CommitResult, DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
@@ -443,7 +444,9 @@ class Lakehouse:
 
     # ------------------------------------------------------------------------------------ transactions
 
-    def transaction(self, isolation: Isolation = "serializable", *, redo: bool = True) -> Transaction:
+    def transaction(
+        self, isolation: Isolation = "serializable", *, redo: bool = True, concurrency: Concurrency = "optimistic"
+    ) -> Transaction:
         """Begin a transaction at the latest lakehouse version (use it as a context manager).
 
         ``redo`` (default): when a concurrent commit changed data a statement read or rewrote, the commit
@@ -451,8 +454,14 @@ class Lakehouse:
         ``CommitResult.redone`` counts them), unless the transaction read data (``read_arrow``, ``read``): what
         the application did with it cannot be redone, so the conflict is raised. ``redo=False`` raises every
         conflict.
+
+        ``concurrency="pessimistic"``: before it first reads or writes a table, the transaction places an intent
+        marker on it and waits for the pessimistic transactions ahead of it there, so they do not conflict with
+        each other (see ``docs/concepts/pessimistic.md``); a wait that closes a cycle raises
+        :class:`~txlake.errors.DeadlockError` in its youngest member. ``"optimistic"`` (default) places none
+        and ignores them.
         """
-        return Transaction(self._ctx, isolation, redo=redo)
+        return Transaction(self._ctx, isolation, redo=redo, concurrency=concurrency)
 
     def transaction_status(self, txid: str, version: int | None = None, *, search: int = 1000) -> TransactionStatus:
         """Whether transaction ``txid`` committed, aborted, or is not decided yet.
@@ -493,6 +502,7 @@ class Lakehouse:
         base_delay: float = 0.01,
         max_delay: float = 1.0,
         redo: bool = True,
+        concurrency: Concurrency = "optimistic",
     ) -> T:
         """Run ``fn(tx)`` in a transaction; on a conflict re-run it on a fresh snapshot (backoff + jitter).
 
@@ -503,13 +513,15 @@ class Lakehouse:
         number_argument(retries, "retries", minimum=0, integer=True)
         attempt = 0
         while True:
-            tx = self.transaction(isolation, redo=redo)
+            tx = self.transaction(isolation, redo=redo, concurrency=concurrency)
             try:
                 value = fn(tx)
                 if tx.status == "active":
                     tx.commit()
                 return value
             except ConflictError:
+                if tx.status == "active":  # raised by a statement (a deadlock, a catch-up check): not committed
+                    tx.abort()
                 if attempt >= retries:
                     raise
             except BaseException:

@@ -41,7 +41,7 @@ JOURNAL = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
 
 
 def connect(uri: str, options: dict[str, str], **kwargs: Any) -> txlake.Lakehouse:
-    lake = txlake.connect(uri, options, lease_seconds=LEASE, **kwargs)
+    lake = txlake.connect(uri, options, **{"lease_seconds": LEASE, **kwargs})
     lake.store.retry = RetryPolicy(max_retries=3, base_delay=0.002, max_delay=0.01)
     return lake
 

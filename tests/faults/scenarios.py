@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -12,6 +13,8 @@ from tests.faults.campaign import ACCOUNTS, JOURNAL, Run, balances, connect, del
 from txlake.errors import SimulatedCrash
 from txlake.storage import FaultRule
 from txlake.txn import group
+from txlake.txn.intents import IntentMarker, marker_path
+from txlake.txn.lease import Heartbeat, lease_path
 
 BANK = ["bank.a", "bank.b", "bank.journal"]
 
@@ -269,3 +272,51 @@ class GroupClaimer(_GroupScenario):
         if included and record.includes(run.txids[-1]) and member_visible != applied:
             violations.append(f"one version, two fates: claimer visible={applied}, member visible={member_visible}")
         return applied, violations
+
+
+class PessimisticTransfer:
+    """The transfer in pessimistic mode: intent markers are placed (LIST, put-if-absent, LIST) on each table
+    before it is touched, a dead holder's marker found ahead on ``bank.a`` is deleted (its lease read and found
+    expired), and every marker and the lease are deleted when the transaction ends. Whatever the faulty client
+    suffers, a healthy pessimistic client gets through afterwards (the faulty one's markers are gone or expire
+    with its lease) and the transfer is all-or-nothing."""
+
+    name = "pessimistic"
+    # transaction leases are renewed by a heartbeat thread every third of a lease: 0.2 s leaves a loaded machine
+    # too little room (a late beat loses the lease, a LeaseLostError, which lake.run would retry)
+    client: ClassVar[dict[str, Any]] = {"lease_seconds": 0.6}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+        lake = connect(uri, options)
+        # a holder that died holding bank.a: its lease is no longer renewed, its marker is still there
+        dead = Heartbeat(lake.store, lease_seconds=0.05)
+        handle = dead.hold("dead0", info={"concurrency": "pessimistic"})
+        dead.release(handle, delete=False)
+        table_id = lake.snapshot().entry("bank.a").id
+        marker = IntentMarker("dead0", table_id, "bank.a", 0, lease_path("dead0", 0), (), 0)
+        lake.store.put(marker_path(table_id, 0, "dead0"), marker.to_bytes())
+        time.sleep(0.06)
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        try:
+            with lake.transaction(concurrency="pessimistic") as tx:
+                run.txids.append(tx.txid)
+                _transfer(tx, 1)
+        except SimulatedCrash:
+            # the process is gone: nobody renews its lease any more
+            heartbeat = lake.context.heartbeat
+            for handle in heartbeat.held():
+                heartbeat.release(handle, delete=False)
+            raise
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction(concurrency="pessimistic") as tx:
+            tx.update("bank.a", set={"balance": "balance + 0"}, where="id = 2")
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 100: 0})
+        if not visible[100]:
+            violations.append("the healthy client's commit is missing")
+        return visible[1], violations

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 VACUUM_DIR = f"{ROOT}/vacuum"
 TXNS_DIR = f"{ROOT}/txns/"
 GROUPS_DIR = f"{ROOT}/groups/"
+INTENTS_DIR = f"{ROOT}/intents/"
 DEFAULT_RETENTION = timedelta(days=7)
 """Delta's default ``delta.deletedFileRetentionDuration``."""
 DEFAULT_LOG_RETENTION = timedelta(days=30)
@@ -575,6 +576,9 @@ class _Vacuum:
 
     def _staging(self, objects: list[ObjectMeta], claimed_through: int) -> list[VacuumFile]:
         out = []
+        intents = [meta for meta in objects if meta.path.startswith(INTENTS_DIR)]
+        for meta in self.ctx.dead_intents(intents, at_ms=self.started_ms) if intents else ():
+            out.append(VacuumFile(meta.path, meta.size, "intent marker of a dead holder"))
         for meta in objects:
             if meta.path.startswith(TXNS_DIR) and _ms(meta) < min(self.guard_ms, self.cutoff_ms):
                 out.append(VacuumFile(meta.path, meta.size, "staging leftover"))

@@ -15,9 +15,10 @@ from txlake.errors import InvalidArgumentError, InvalidArgumentTypeError
 from txlake.lakehouse.log import GlobalLog, LogView
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
-from txlake.storage import ObjectStore
+from txlake.storage import ObjectMeta, ObjectStore
 from txlake.txn import group
 from txlake.txn.engine import DataEngine, NoDataEngineError
+from txlake.txn.intents import stale_markers
 from txlake.txn.lease import Heartbeat
 from txlake.txn.publish import compensate_aborted, delta_commit, publish
 
@@ -160,6 +161,10 @@ class LakeContext:
             return [self.probe_delta_latest(entry, mapped) for entry, mapped in tables]
         with ThreadPoolExecutor(max_workers=min(PROBE_CONCURRENCY, len(tables))) as pool:
             return list(pool.map(lambda t: self.probe_delta_latest(*t), tables))
+
+    def dead_intents(self, listed: list[ObjectMeta], *, at_ms: int) -> list[ObjectMeta]:
+        """Of listed intent markers, those whose holders are dead (for vacuum; one lease read per holder)."""
+        return stale_markers(self.store, listed, at_ms=at_ms)
 
     def relative_location(self, location: str) -> str:
         """``location`` (a path below the root, or a URI inside it) as a normalized path below the root;

@@ -87,6 +87,7 @@ from txlake.storage import ObjectStore
 from txlake.txn import group
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
+from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, settled_view
 from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.staging import TableWork
@@ -205,7 +206,14 @@ class Transaction:
     commits when it succeeds and aborts when it raises. A transaction cannot be reused.
     """
 
-    def __init__(self, ctx: LakeContext, isolation: Isolation = "serializable", *, redo: bool = True) -> None:
+    def __init__(
+        self,
+        ctx: LakeContext,
+        isolation: Isolation = "serializable",
+        *,
+        redo: bool = True,
+        concurrency: Concurrency = "optimistic",
+    ) -> None:
         if isolation not in ISOLATION_LEVELS:
             raise InvalidArgumentError(
                 f"isolation must be one of {ISOLATION_LEVELS}, got {isolation!r}", argument="isolation"
@@ -246,6 +254,13 @@ class Transaction:
         # held once other clients must tell this transaction alive from dead (txn/lease.py): renewed by the
         # lakehouse's heartbeat until the transaction ends; checked before every claim (_check_age)
         self._lease: LeaseHandle | None = None
+        # pessimistic mode (txn/intents.py): an intent marker on every table before it is first read or written
+        self.concurrency: Concurrency = check_concurrency(concurrency)
+        self._intents = (
+            IntentQueue(ctx.store, self.txid, self._hold_lease, timeout=ctx.commit_timeout)
+            if concurrency == "pessimistic"
+            else None
+        )
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -270,6 +285,10 @@ class Transaction:
             self.commit()
         elif issubclass(exc_type, Exception):
             self.abort()
+        elif self._intents is not None and self._lease is not None:
+            # an interrupt: leave the markers as a crash would, but stop renewing the lease, so that they expire
+            # with it even if this process goes on
+            self._ctx.heartbeat.release(self._lease, delete=False)
         # BaseException (KeyboardInterrupt, a simulated crash): leave everything as a crash would
 
     def _hold_lease(self, **info: Any) -> LeaseHandle:
@@ -282,10 +301,16 @@ class Transaction:
 
     def _release_lease(self) -> None:
         """Stop renewing the lease and delete it (the transaction ended: committed, aborted, or unknown and
-        left to roll-forward, which does not need it)."""
+        left to roll-forward, which does not need it). Intent markers go first: a marker never outlives its lease."""
+        released = True
+        if self._intents is not None:
+            try:
+                self._intents.release()
+            except TxlakeError:  # a marker left behind: keep the lease object, so that the marker expires with it
+                released = False
         if self._lease is not None:
             with contextlib.suppress(TxlakeError):
-                self._ctx.heartbeat.release(self._lease)
+                self._ctx.heartbeat.release(self._lease, delete=released)
 
     def _ensure_active(self) -> None:
         if self._status != "active":
@@ -335,12 +360,40 @@ class Transaction:
         if work is None:
             snapshot: Snapshot | None = None
             if entry.id in self._start.tables:
-                snapshot = self._ctx.snapshots.get(entry, self._start.table_versions[entry.id])
+                version = self._start.table_versions[entry.id]
+                if self._intents is not None:
+                    version = self._acquire(entry)
+                snapshot = self._ctx.snapshots.get(entry, version)
             elif entry.id in self._joining():  # an existing Delta table joining the catalog here
                 snapshot = self._ctx.snapshots.get(entry, self._view.table_versions[entry.id])
             work = TableWork(entry, snapshot, self._ctx.store, self.txid)
             self._work[entry.id] = work
         return work
+
+    def _acquire(self, entry: TableEntry) -> int:
+        """Pessimistic mode: hold the table's intent marker (waiting for those ahead), then the Delta version to
+        read it at: the newest decided one, which holds what the earlier holders committed. The tables touched
+        before are checked up to that version as under serializable, so everything this transaction read
+        still reads the same there (docs/protocol.md, "Pessimistic mode")."""
+        assert self._intents is not None
+        self._intents.acquire(entry.id, entry.name)
+        view = settled_view(self._ctx, [*self._intents.held])
+        decided = view.decided
+        if entry.id not in decided.tables:
+            raise ConcurrentTransactionError(
+                f"table {entry.name!r} was dropped by a concurrent commit",
+                table=entry.name,
+                read_version=self.read_version,
+                winning_version=decided.version,
+            )
+        for tid, work in self._work.items():
+            mapped = decided.table_versions.get(tid, -1)
+            if work.snapshot is not None and mapped > work.base_version:
+                versions = list(range(work.base_version + 1, mapped + 1))
+                self._check_commits(work, self._pending(work), versions, mapped, isolation="serializable")
+        if decided.version >= self._start_view.decided.version:
+            self._start_view = view  # a commit reusing its view must not validate against claims we read
+        return decided.table_versions[entry.id]
 
     def _writable(self, name: str) -> TableWork:
         """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
@@ -1637,7 +1690,15 @@ class Transaction:
             bases[tid] = upto
         return bases
 
-    def _check_commits(self, work: TableWork, pending: PendingChange, versions: list[int], mapped: int) -> None:
+    def _check_commits(
+        self,
+        work: TableWork,
+        pending: PendingChange,
+        versions: list[int],
+        mapped: int,
+        *,
+        isolation: Isolation | None = None,
+    ) -> None:
         for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
             summary = ChangeSummary.of(actions)
             if v > mapped:
@@ -1646,7 +1707,7 @@ class Transaction:
                 check(
                     pending,
                     summary,
-                    self.isolation,
+                    isolation or self.isolation,
                     read_version=self.read_version,
                     winning_version=summary.global_version,
                     delta_version=v,
