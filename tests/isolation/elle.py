@@ -535,6 +535,9 @@ class WorkloadConfig:
     """Of the reads, the share that reads a whole table (every key of it: a query over all its files)."""
     checkpoint_interval: int = 20
     """Global and Delta checkpoints this often, so that runs cross many of them."""
+    concurrency: Literal["optimistic", "pessimistic", "mixed"] = "optimistic"
+    """``pessimistic``: every transaction places intent markers (``lake.transaction(concurrency=...)``);
+    ``mixed``: odd processes do, even ones stay optimistic (both kinds on the same keys)."""
     redo: Literal["all", "none", "half"] = "half"
     """Which processes let a conflicting transaction be redone (``lake.transaction(redo=True)``): redo keeps
     write-only transactions from aborting and, while it backs off, lowers contention; ``half`` checks redone
@@ -623,10 +626,15 @@ def run_txn(
     id: int,
     process: int,
     redo: bool = True,
+    pessimistic: bool = False,
 ) -> Txn:
     """Run ``plan`` in one transaction; ``ok``, ``fail`` (a conflict) or ``info`` (commit state unknown)."""
     start = time.time()
-    tx = lake.transaction(level, redo=redo)
+    tx = (
+        lake.transaction(level, redo=redo, concurrency="pessimistic")
+        if pessimistic
+        else lake.transaction(level, redo=redo)
+    )
     rec = RecordingTransaction(tx)
     ended: TxnType = "ok"
     error: str | None = None
@@ -676,13 +684,23 @@ def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any) -
     started = time.monotonic()
     per_generation = config.seconds / config.generations
     redo = config.redo == "all" or (config.redo == "half" and process % 2 == 0)
+    pessimistic = config.concurrency == "pessimistic" or (config.concurrency == "mixed" and process % 2 == 1)
     with Path(out).open("w") as f:
         for i in range(10_000_000):
             elapsed = time.monotonic() - started
             if elapsed >= config.seconds:
                 break
             keys = config.keys(min(config.generations - 1, int(elapsed / per_generation)))
-            t = run_txn(lake, config.level, random_plan(rng, keys, config), values, id=i, process=process, redo=redo)
+            t = run_txn(
+                lake,
+                config.level,
+                random_plan(rng, keys, config),
+                values,
+                id=i,
+                process=process,
+                redo=redo,
+                pessimistic=pessimistic,
+            )
             f.write(json.dumps(t.to_json()) + "\n")
             f.flush()
 
