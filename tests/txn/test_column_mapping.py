@@ -261,3 +261,17 @@ def test_column_paths_parse_as_spark_writes_them(text: str, path: tuple[str, ...
 def test_malformed_column_paths_are_value_errors(text: str) -> None:
     with pytest.raises(ValueError):
         parse_column_path(text)
+
+
+def test_no_table_is_left_with_partition_columns_only(tmp_path: Path) -> None:
+    """As Spark: neither create_table nor drop_columns may leave only partition columns (their files would hold
+    no column, and a Parquet file of no columns holds no rows)."""
+    lake = _lake(tmp_path)
+    with pytest.raises(txlake.errors.InvalidArgumentError) as info, lake.transaction() as tx:
+        tx.alter_table("s.t", drop_columns=["id", "v", "qty"])
+    assert info.value.argument == "drop_columns"
+    assert lake.read_arrow("s.t").num_rows == 2
+    with pytest.raises(txlake.errors.InvalidArgumentError) as info:
+        lake.create_table("s.u", "p string", partition_by=["p"])
+    assert info.value.argument == "partition_by"
+    assert "s.u" not in lake.tables("s")

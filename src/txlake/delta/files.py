@@ -351,8 +351,10 @@ def write_data_files(
     partition_columns: Sequence[str] = (),
     txid: str | None = None,
     target_rows: int = 1_000_000,
+    table: str | None = None,
 ) -> list[Add]:
     """Write ``data`` (already conformed to the table schema) as Parquet files; return their add actions."""
+    check_data_columns(data, partition_columns, table=table or table_path)
     adds = []
     for values, part in split_by_partition(data, partition_columns):
         for offset in range(0, max(part.num_rows, 1), target_rows):
@@ -367,6 +369,23 @@ def write_data_files(
     return adds
 
 
+def check_data_columns(data: pa.Table, partition_columns: Sequence[str], *, table: str | None) -> None:
+    """Refuse rows for a table whose every column partitions it (another tool made it so).
+
+    Its data files would hold no column, and a Parquet file of no columns holds no rows: they would be lost.
+
+    Raises:
+        SchemaMismatchError: ``data`` has rows and no column outside ``partition_columns``.
+    """
+    if data.num_rows and all(name in partition_columns for name in data.column_names):
+        raise SchemaMismatchError(
+            f"{table} has no column outside its partition columns: txlake does not write rows to it (a Parquet file "
+            "of no columns holds no rows)",
+            table=table,
+            columns=list(partition_columns),
+        )
+
+
 def write_one_file(
     store: ObjectStore, table_path: str, relative: str, data: pa.Table, partition_values: Mapping[str, str | None]
 ) -> Add:
@@ -375,6 +394,7 @@ def write_one_file(
     ``data`` has the table's fields (their metadata included): on a table that maps columns the file stores the
     physical names (and field ids), as its stats do; ``partition_values`` are keyed by physical names already.
     """
+    check_data_columns(data, (), table=table_path)
     data = to_physical(data)
     buf = io.BytesIO()
     pq.write_table(data, buf, compression="snappy", version="2.6")

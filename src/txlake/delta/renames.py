@@ -117,7 +117,8 @@ def renamed_and_dropped(
         UnsupportedFeatureError: the table does not map columns (``feature="columnMapping"``).
         SchemaMismatchError: a path names no column or field; a rename gives two fields of a struct one name.
         InvalidArgumentError: a partition column dropped, a path both renamed and dropped (or inside a dropped
-            one), every column or every field of a struct dropped, a malformed path.
+            one), every column or every field of a struct dropped, every column outside the partition columns
+            dropped, a malformed path.
         InvalidArgumentTypeError: names that are not strings.
     """
     if mapping_mode(configuration) == "none":
@@ -155,6 +156,10 @@ def renamed_and_dropped(
     fields = _apply(table, list(schema), (), renames, dropped)
     if not fields:
         raise InvalidArgumentError(f"{table} needs at least one column", argument="drop_columns")
+    if all(f.name in partition_columns for f in fields):  # Spark refuses it too: a file of no columns holds no rows
+        raise InvalidArgumentError(
+            f"{table} needs at least one column outside its partition columns", argument="drop_columns"
+        )
     new_partitions = [renames.get((c,), c) for c in partition_columns]
     return pa.schema(fields, metadata=schema.metadata), new_partitions
 

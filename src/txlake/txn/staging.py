@@ -159,7 +159,12 @@ class TableWork:
         if conformed.num_rows == 0:
             return []
         adds = write_data_files(
-            self.store, self.entry.path, conformed, partition_columns=self.partition_columns, txid=self.txid
+            self.store,
+            self.entry.path,
+            conformed,
+            partition_columns=self.partition_columns,
+            txid=self.txid,
+            table=self.entry.name,
         )
         return list(adds)
 
@@ -256,7 +261,12 @@ class TableWork:
                     data = data.take(zorder_indices(data, zorder_by))
                 written.extend(
                     write_data_files(
-                        self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
+                        self.store,
+                        self.entry.path,
+                        data,
+                        partition_columns=self.partition_columns,
+                        txid=self.txid,
+                        table=self.entry.name,
                     )
                 )
                 rewritten.extend(bin_)

@@ -427,6 +427,10 @@ class Transaction:
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
             raise SchemaMismatchError(f"partition columns not in schema: {missing}", table=name, columns=missing)
+        if partition_by and set(partition_by) >= set(schema.names):  # as Spark: rows need a column in the files
+            raise InvalidArgumentError(
+                f"table {name!r} needs at least one column outside its partition columns", argument="partition_by"
+            )
         table_id = str(uuid.uuid4())
         path = self._ctx.table_path(namespace, short, table_id, taken=[t.path for t in self._view.tables.values()])
         metadata = Metadata.new(
