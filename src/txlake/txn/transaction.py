@@ -908,6 +908,7 @@ class Transaction:
         if not isinstance(data, pa.Table):
             return self._overwrite_engine(name, data, where)
         work = self._writable(name)
+        work.check_removable()
         if where is None:
             return work.overwrite_all(data)
         predicate = work.bind(where)
@@ -923,6 +924,7 @@ class Transaction:
     def _overwrite_engine(self, name: str, data: object, where: str | None) -> int:
         engine = self._engine_for(data)
         work = self._writable(name)
+        work.check_removable()
         if where is not None:
             work.bind(where)  # a bad condition fails before any job runs
         # the engine checks that every written row satisfies ``where`` (txlake's predicate semantics)
@@ -1002,6 +1004,7 @@ class Transaction:
         deletion vectors instead of rewritten files (merge-on-read).
         """
         work = self._writable(name)
+        work.check_removable()
         data_engine = self._dml_engine(engine)
         if data_engine is not None:
             return self._rewrite_engine(data_engine, work, where, "DELETE")
@@ -1017,6 +1020,7 @@ class Transaction:
         matching row are rewritten.
         """
         work = self._writable(name)
+        work.check_removable()
         mapping_argument(set, "set", of="column names to Spark SQL expressions, e.g. {'v': 'v + 1'}")
         if not set:
             raise InvalidArgumentError("update needs at least one column in set=", argument="set")
@@ -1069,6 +1073,8 @@ class Transaction:
             target_alias=target_alias,
             source_alias=source_alias,
         )
+        if spec.matched_update is not None or spec.matched_delete not in (None, False):
+            self._writable(name).check_removable()  # as Delta: a MERGE that may change rows, before it runs
         if not isinstance(source, pa.Table):
             if self._ctx.engine is None or not self._ctx.engine.accepts(source):
                 raise InvalidArgumentTypeError(
