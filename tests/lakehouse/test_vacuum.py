@@ -518,10 +518,14 @@ def test_log_clean_up_keeps_what_a_tables_own_delta_log_retention_asks_for(tmp_p
             tx.append("ext.reg", pa.table({"id": [i + 1]}))
             tx.append("t.a", pa.table({"id": [i]}))
     deltalake.DeltaTable(str(location)).create_checkpoint()
+    for i in range(6, 10):
+        with lake.transaction() as tx:
+            tx.append("ext.reg", pa.table({"id": [i + 1]}))
+            tx.append("t.a", pa.table({"id": [i]}))
     _age_tree(root, timedelta(days=40))
     with lake.transaction() as tx:
-        tx.append("ext.reg", pa.table({"id": [7]}))
-        tx.append("t.a", pa.table({"id": [6]}))
+        tx.append("ext.reg", pa.table({"id": [11]}))
+        tx.append("t.a", pa.table({"id": [10]}))
     assert lake.vacuum(ZERO, force=True).log_entries_deleted > 0
     assert not (root / "t" / "a" / "_delta_log" / f"{0:020d}.json").exists()  # 30 days by default
     assert (location / "_delta_log" / f"{0:020d}.json").exists()
