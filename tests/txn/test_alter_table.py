@@ -170,3 +170,29 @@ def test_an_append_only_table_refuses_every_change_of_its_rows_and_takes_appends
         tx.delete("s.u")
         tx.alter_table("s.u", set_properties={"delta.appendOnly": "true"})
     assert lake.read_arrow("s.u").num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("delta.constraints.positive", "id > 0"),
+        ("delta.enableChangeDataFeed", "true"),
+        ("delta.enableRowTracking", "true"),
+        ("delta.enableInCommitTimestamps", "true"),
+        ("delta.checkpointPolicy", "v2"),
+        ("delta.feature.domainMetadata", "supported"),
+        ("delta.universalFormat.enabledFormats", "iceberg"),
+    ],
+)
+def test_create_refuses_the_properties_alter_cannot_honour(tmp_path: Path, key: str, value: str) -> None:
+    """One check for both: a property txlake would ignore is refused when the table is created, as by alter."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    with pytest.raises(txlake.UnsupportedFeatureError) as created:
+        lake.create_table("s.u", "id long", properties={key: value})
+    assert (created.value.feature, created.value.table) == (key, "s.u")
+    assert "s.u" not in lake.tables("s") if "s" in lake.namespaces() else True
+    lake.create_table("s.t", "id long", properties={"delta.checkpointPolicy": "classic", "delta.appendOnly": "false"})
+    with pytest.raises(txlake.UnsupportedFeatureError) as altered, lake.transaction() as tx:
+        tx.alter_table("s.t", set_properties={key: value})
+    assert altered.value.feature == key
+    assert str(altered.value).replace("s.t", "s.u") == str(created.value)

@@ -394,6 +394,7 @@ class Transaction:
         namespace, short = split_name(name)
         if properties is not None:
             properties = string_mapping_argument(properties, "properties")
+            refuse_unhonoured_properties(properties, CREATE_DELTA_PROPERTIES, table=name)
         if description is not None and not isinstance(description, str):
             raise InvalidArgumentTypeError(
                 f"description must be a string, got {type(description).__name__}", argument="description"
@@ -672,14 +673,7 @@ class Transaction:
             operations.append("ADD COLUMNS")
         if set_properties:
             properties = string_mapping_argument(set_properties, "set_properties")
-            refused = [k for k in properties if k.lower().startswith("delta.") and k not in ALTERABLE_DELTA_PROPERTIES]
-            if refused:
-                raise UnsupportedFeatureError(
-                    f"txlake cannot honour Delta property {refused[0]!r} (it changes how the table must be read or "
-                    f"written); alterable: {', '.join(sorted(ALTERABLE_DELTA_PROPERTIES))}",
-                    table=work.entry.name,
-                    feature=refused[0],
-                )
+            refuse_unhonoured_properties(properties, ALTERABLE_DELTA_PROPERTIES, table=work.entry.name)
             configuration.update(properties)
             self._catalog(SetProperties(work.entry.name, table_id=work.entry.id, properties=dict(properties)))
             operations.append("SET TBLPROPERTIES")
@@ -1833,6 +1827,32 @@ ALTERABLE_DELTA_PROPERTIES = frozenset(
     }
 )
 """``delta.*`` table properties ``alter_table`` may set: they change no reader's or writer's protocol."""
+
+CREATE_DELTA_PROPERTIES = ALTERABLE_DELTA_PROPERTIES | {"delta.columnMapping.mode", "delta.enableDeletionVectors"}
+"""``delta.*`` table properties ``create_table`` may set: the alterable ones and the features txlake writes."""
+
+
+def refuse_unhonoured_properties(properties: Mapping[str, str], allowed: frozenset[str], *, table: str) -> None:
+    """Refuse ``delta.*`` properties txlake would not honour (CHECK constraints, change data feed, row tracking,
+    in-commit timestamps, V2 checkpoints, ``delta.feature.*``, UniForm, ...): create and alter share this check.
+
+    Raises:
+        UnsupportedFeatureError: the first such property (``feature`` is its key).
+    """
+    refused = [
+        k
+        for k, v in properties.items()
+        if k.lower().startswith("delta.")
+        and k not in allowed
+        and not (k == "delta.checkpointPolicy" and v.lower() == "classic")  # what txlake writes
+    ]
+    if refused:
+        raise UnsupportedFeatureError(
+            f"txlake cannot honour Delta property {refused[0]!r} (it changes how the table must be read or "
+            f"written); alterable: {', '.join(sorted(ALTERABLE_DELTA_PROPERTIES))}",
+            table=table,
+            feature=refused[0],
+        )
 
 
 def _exists(store: ObjectStore, table_path: str, add: Add) -> bool:
