@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import txlake
 from txlake.delta import DeltaTable
 from txlake.delta.actions import Add
 from txlake.delta.colmap import (
@@ -136,3 +138,28 @@ def test_a_mapped_table_created_by_txlake_has_the_protocol_and_names(tmp_path: A
     )
     features = ("columnMapping", "timestampNtz")
     assert ntz.snapshot().protocol.reader_features == features and ntz.snapshot().protocol.writer_features == features
+
+
+@pytest.mark.parametrize("given", ["Name", "ID"])
+def test_the_mapping_mode_is_stored_lowercase_and_read_in_any_case(tmp_path: Any, given: str) -> None:
+    """``Name``/``ID`` are accepted (Spark parses the mode case-insensitively) but stored lowercase, the only
+    spelling delta-rs knows; a table another writer stored as ``Name`` is still read as mapped, as Spark does."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", "id long", properties={"delta.columnMapping.mode": given})
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2]}))
+    snapshot = lake.snapshot()
+    assert snapshot.delta_snapshot("s.t").metadata.configuration["delta.columnMapping.mode"] == given.lower()
+    assert snapshot.entry("s.t").properties["delta.columnMapping.mode"] == given.lower()
+    location = lake.table_location("s.t")
+    table = deltalake.DeltaTable(location)
+    rows = pa.table(deltalake.QueryBuilder().register("t", table).execute("SELECT id FROM t").read_all())
+    assert sorted(rows["id"].to_pylist()) == [1, 2]
+    first = tmp_path / "lake" / "s" / "t" / "_delta_log" / f"{0:020d}.json"
+    text = first.read_text()
+    key = '"delta.columnMapping.mode":'
+    assert f'{key}"{given.lower()}"' in text
+    first.write_text(text.replace(f'{key}"{given.lower()}"', f'{key}"{given}"'))
+    fresh = txlake.connect((tmp_path / "lake").as_uri())
+    assert fresh.snapshot().delta_snapshot("s.t").metadata.configuration["delta.columnMapping.mode"] == given
+    assert sorted(fresh.read_arrow("s.t")["id"].to_pylist()) == [1, 2]

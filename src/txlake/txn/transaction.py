@@ -437,7 +437,8 @@ class Transaction:
         metadata = Metadata.new(
             schema_to_json(schema), partition_by, configuration, name=short, description=description, table_id=table_id
         )
-        self._catalog(CreateTable(name, table_id=table_id, path=path, properties=dict(properties or {})))
+        stored = {k: configuration.get(k, v) for k, v in (properties or {}).items()}  # (a normalized mapping mode)
+        self._catalog(CreateTable(name, table_id=table_id, path=path, properties=stored))
         entry = self._entry(name)
         self._work[table_id] = TableWork(
             entry,
