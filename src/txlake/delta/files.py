@@ -487,7 +487,9 @@ def _shredded(stored: pa.Field, field: pa.Field) -> bool:
     return has_variant(field.type) and shredded_variant(stored.type, field.type)
 
 
-def _dv_location(store: ObjectStore, table_path: str, dv: DeletionVectorDescriptor) -> tuple[ObjectStore, str]:
+def deletion_vector_location(
+    store: ObjectStore, table_path: str, dv: DeletionVectorDescriptor
+) -> tuple[ObjectStore, str]:
     """The store and key of the file holding an on-disk DV (``u``: below the table root, ``p``: a URI)."""
     if dv.storage_type == "u":
         rel = dv.relative_path()  # built from a UUID and a prefix: a key, not a URI to decode
@@ -510,7 +512,7 @@ def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table
         if dv.is_inline:
             data = inline_bytes(dv)
         else:
-            dv_store, key = _dv_location(store, table_path, dv)
+            dv_store, key = deletion_vector_location(store, table_path, dv)
             where = key
             start, end = file_range(dv)
             try:

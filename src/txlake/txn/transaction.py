@@ -28,8 +28,9 @@ from txlake.arguments import (
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
 from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table
+from txlake.delta.dv import unique_id
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
-from txlake.delta.files import decode_path, resolve_file
+from txlake.delta.files import decode_path, deletion_vector_location, resolve_file
 from txlake.delta.log import DeltaLog
 from txlake.delta.renames import renamed_and_dropped
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
@@ -746,7 +747,7 @@ class Transaction:
             changed = {k: v for k, v in then.properties.items() if work.entry.properties.get(k) != v}
             if changed:
                 self._catalog(SetProperties(then.name, table_id=then.id, properties=changed))
-        live = {a.path for a in work.live_files()}
+        live = {a.path: unique_id(a.deletion_vector) for a in work.live_files()}
         missing = [
             add.path
             for path, add in delta.files.items()
@@ -757,6 +758,19 @@ class Transaction:
                 f"{len(missing)} data file(s) of {then.name!r} at that version are gone ({missing[0]}, ...)",
                 table=then.name,
                 path=missing[0],
+            )
+        dvs: dict[str, ObjectStore] = {}  # the DV files restored files need that no live file uses (inline: none)
+        for path, add in delta.files.items():
+            dv = add.deletion_vector
+            if dv is not None and not dv.is_inline and live.get(path, "") != unique_id(dv):
+                dv_store, key = deletion_vector_location(self._ctx.store, work.entry.path, dv)
+                dvs[key] = dv_store
+        gone = sorted(key for key, dv_store in dvs.items() if not dv_store.exists(key))
+        if gone:
+            raise DataFileNotFoundError(
+                f"{len(gone)} deletion vector file(s) of {then.name!r} at that version are gone ({gone[0]}, ...)",
+                table=then.name,
+                path=gone[0],
             )
         return work.restore(delta.files)
 
