@@ -163,3 +163,23 @@ def test_the_mapping_mode_is_stored_lowercase_and_read_in_any_case(tmp_path: Any
     fresh = txlake.connect((tmp_path / "lake").as_uri())
     assert fresh.snapshot().delta_snapshot("s.t").metadata.configuration["delta.columnMapping.mode"] == given
     assert sorted(fresh.read_arrow("s.t")["id"].to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("mode", ["name", None])
+def test_a_data_file_lacking_a_not_null_column_is_a_typed_error(tmp_path: Any, mode: str | None) -> None:
+    """A file without a NOT NULL column (written by another tool) fails every read, delete included, with
+    :class:`SchemaMismatchError` naming the column (and the file in its message), not a pyarrow error."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    properties = {"delta.columnMapping.mode": mode} if mode else None
+    lake.create_table("s.t", "id long not null, v string", properties=properties)
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    (path,) = (tmp_path / "lake" / "s" / "t").glob("*.parquet")
+    stored = pq.read_table(path)
+    pq.write_table(stored.drop_columns([stored.schema.names[0]]), path)
+    with pytest.raises(txlake.SchemaMismatchError) as read:
+        lake.read_arrow("s.t")
+    assert read.value.columns == ("id",) and path.name in str(read.value)
+    with pytest.raises(txlake.SchemaMismatchError) as deleted:
+        lake.run(lambda tx: tx.delete("s.t", where="v = 'a'"))
+    assert deleted.value.columns == ("id",)

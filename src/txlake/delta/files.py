@@ -616,8 +616,16 @@ def _assemble(
                 arr = _cast_column(arr, field, add, table)
         else:
             arr = null_column(n, field.type)
+        if arr.null_count and not field.nullable:
+            missing = name not in raw.column_names and name not in partition_columns
+            raise SchemaMismatchError(
+                f"column {name!r} of {table} is NOT NULL but data file {add.path} "
+                + ("lacks it" if missing else f"holds {arr.null_count} nulls in it"),
+                table=table,
+                columns=[name],
+            )
         arrays.append(arr)
-        fields.append(field.with_nullable(True) if arr.null_count else field)
+        fields.append(field)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
