@@ -40,6 +40,7 @@ from txlake.errors import (
     DataFileNotFoundError,
     ObjectNotFoundError,
     SchemaMismatchError,
+    StorageError,
     UnsupportedFeatureError,
 )
 from txlake.storage import ObjectStore
@@ -507,7 +508,7 @@ def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table
     dv = add.deletion_vector
     if dv is None:
         return np.empty(0, dtype=np.uint64)
-    where = "inline"
+    where = "inline" if dv.is_inline else (dv.relative_path() if dv.storage_type == "u" else dv.path_or_inline_dv)
     try:
         if dv.is_inline:
             data = inline_bytes(dv)
@@ -523,6 +524,11 @@ def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table
                     table=table,
                     path=dv.relative_path() if dv.storage_type == "u" else dv.path_or_inline_dv,
                 ) from exc
+            except StorageError:
+                size = dv_store.head(key).size  # a range past the end of the file: it was truncated
+                if size < end:
+                    raise ValueError(f"the file holds {size} bytes, the DV lies at [{start}, {end})") from None
+                raise
             data = unframe(dv, framed)
         return deleted_rows(dv, data)
     except ValueError as exc:  # RoaringFormatError included
