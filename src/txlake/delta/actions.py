@@ -6,6 +6,7 @@ naming the action. ``stats`` is a JSON *string*; ``partitionValues`` is always p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -202,6 +203,15 @@ class Add:
         except (TypeError, ValueError):  # TypeError: a foreign log wrote stats as an object, not a string
             return None
         return value if isinstance(value, dict) else None
+
+    def with_wide_bounds(self) -> Add:
+        """This add with ``stats.tightBounds`` false, as Delta writes it once a deletion vector deletes rows the
+        stats were taken over: min/max stay valid bounds of the live rows, numRecords and nullCount still count
+        the data file's rows, deleted ones included (PROTOCOL.md, "Per-file Statistics")."""
+        stats = self.parsed_stats()
+        if stats is None:
+            return self
+        return dataclasses.replace(self, stats=json.dumps({**stats, "tightBounds": False}, separators=(",", ":")))
 
     @property
     def num_records(self) -> int | None:

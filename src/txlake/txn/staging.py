@@ -411,7 +411,7 @@ class TableWork:
                 if add.path not in self.added:  # a snapshot file; one already marked here was removed then
                     self.check_removable()
                     self.removed[add.path] = add.remove()
-                self.added[add.path] = dataclasses.replace(add, deletion_vector=dv, data_change=True)
+                self.added[add.path] = dataclasses.replace(add.with_wide_bounds(), deletion_vector=dv, data_change=True)
         self.operations.append("DELETE")
         return touched
 
