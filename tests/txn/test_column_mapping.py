@@ -275,3 +275,22 @@ def test_no_table_is_left_with_partition_columns_only(tmp_path: Path) -> None:
         lake.create_table("s.u", "p string", partition_by=["p"])
     assert info.value.argument == "partition_by"
     assert "s.u" not in lake.tables("s")
+
+
+def test_rename_and_drop_rewrite_the_data_skipping_stats_columns(tmp_path: Path) -> None:
+    """As Spark: ``delta.dataSkippingStatsColumns`` follows renamed columns and struct fields and loses dropped
+    ones, so a column added later under an old name does not become a stats column."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table(
+        "s.t",
+        "id long, a long, c long, s struct<x: long, y: long>",
+        properties={**MAPPED, "delta.dataSkippingStatsColumns": "a, c,s.x,S.y,`id`"},
+    )
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", rename_columns={"a": "b", "s.x": "z"}, drop_columns=["c", "s.y"])
+    configuration = lake.snapshot().delta_snapshot("s.t").metadata.configuration
+    assert configuration["delta.dataSkippingStatsColumns"] == "b,s.z,`id`"
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", rename_columns={"s": "r"})
+    configuration = lake.snapshot().delta_snapshot("s.t").metadata.configuration
+    assert configuration["delta.dataSkippingStatsColumns"] == "b,r.z,`id`"

@@ -635,7 +635,7 @@ class Transaction:
                     "alter_table",
                     argument="widen",
                 )
-            schema, partition_columns = renamed_and_dropped(
+            schema, partition_columns, configuration = renamed_and_dropped(
                 work.entry.name,
                 schema,
                 partition_columns,
@@ -1839,6 +1839,7 @@ ALTERABLE_DELTA_PROPERTIES = frozenset(
         "delta.deletedFileRetentionDuration",
         "delta.logRetentionDuration",
         "delta.dataSkippingNumIndexedCols",
+        "delta.dataSkippingStatsColumns",
     }
 )
 """``delta.*`` table properties ``alter_table`` may set: they change no reader's or writer's protocol."""
