@@ -27,7 +27,7 @@ from txlake.arguments import (
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
-from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table
+from txlake.delta.colmap import MAX_COLUMN_ID, mapped_added_columns, mapped_for_new_table
 from txlake.delta.dv import unique_id
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
 from txlake.delta.files import decode_path, deletion_vector_location, resolve_file
@@ -737,13 +737,16 @@ class Transaction:
             self.rename_table(now.name, then.name)
         work = self._writable(then.name)
         current = work.metadata
+        restored = dataclasses.replace(
+            delta.metadata, id=current.id, configuration=_kept_max_column_id(delta.metadata, current)
+        )
         if (current.schema_string, current.partition_columns, dict(current.configuration)) != (
-            delta.metadata.schema_string,
-            delta.metadata.partition_columns,
-            dict(delta.metadata.configuration),
+            restored.schema_string,
+            restored.partition_columns,
+            dict(restored.configuration),
         ):  # altered since: its metadata of then comes back with its files (a metadata change, like an alter)
-            check_write_support(work.snapshot.protocol if work.snapshot else delta.protocol, delta.metadata)
-            work.change_metadata(dataclasses.replace(delta.metadata, id=current.id), "RESTORE METADATA")
+            check_write_support(work.snapshot.protocol if work.snapshot else delta.protocol, restored)
+            work.change_metadata(restored, "RESTORE METADATA")
             changed = {k: v for k, v in then.properties.items() if work.entry.properties.get(k) != v}
             if changed:
                 self._catalog(SetProperties(then.name, table_id=then.id, properties=changed))
@@ -1869,6 +1872,22 @@ def refuse_unhonoured_properties(properties: Mapping[str, str], allowed: frozens
             table=table,
             feature=refused[0],
         )
+
+
+def _kept_max_column_id(restored: Metadata, current: Metadata) -> dict[str, str]:
+    """``restored``'s configuration with ``delta.columnMapping.maxColumnId`` never below ``current``'s: a column
+    added after a restore must not reuse the id of a column the restore removed (its files may still hold it)."""
+    configuration = dict(restored.configuration)
+    ids = [
+        int(c[MAX_COLUMN_ID]) for c in (restored.configuration, current.configuration) if _is_int(c.get(MAX_COLUMN_ID))
+    ]
+    if MAX_COLUMN_ID in restored.configuration and ids:
+        configuration[MAX_COLUMN_ID] = str(max(ids))
+    return configuration
+
+
+def _is_int(value: str | None) -> bool:
+    return value is not None and value.strip().isdigit()
 
 
 def _exists(store: ObjectStore, table_path: str, add: Add) -> bool:
