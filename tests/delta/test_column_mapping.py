@@ -183,3 +183,26 @@ def test_a_data_file_lacking_a_not_null_column_is_a_typed_error(tmp_path: Any, m
     with pytest.raises(txlake.SchemaMismatchError) as deleted:
         lake.run(lambda tx: tx.delete("s.t", where="v = 'a'"))
     assert deleted.value.columns == ("id",)
+
+
+@pytest.mark.parametrize("mode", ["name", None])
+def test_a_number_stored_where_the_table_has_a_string_is_a_mismatch(tmp_path: Any, mode: str | None) -> None:
+    """A file storing a string column as int64 (or a long as strings) is not cast into digits: it is a
+    :class:`SchemaMismatchError`, as Spark refuses it; a narrower integer still widens."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    properties = {"delta.columnMapping.mode": mode} if mode else None
+    lake.create_table("s.t", "id long, v string", properties=properties)
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    (path,) = (tmp_path / "lake" / "s" / "t").glob("*.parquet")
+    names = pq.read_schema(path).names
+    pq.write_table(pa.table({names[0]: pa.array([1, 2], pa.int32()), names[1]: pa.array([5, 6])}), path)
+    with pytest.raises(txlake.SchemaMismatchError) as info:
+        lake.read_arrow("s.t")
+    assert info.value.columns == ("v",)
+    pq.write_table(pa.table({names[0]: pa.array([1, 2], pa.int32()), names[1]: ["a", "b"]}), path)
+    assert lake.read_arrow("s.t").to_pylist() == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    pq.write_table(pa.table({names[0]: ["x", "y"], names[1]: ["a", "b"]}), path)
+    with pytest.raises(txlake.SchemaMismatchError) as info:
+        lake.read_arrow("s.t")
+    assert info.value.columns == ("id",)

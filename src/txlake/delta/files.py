@@ -586,7 +586,18 @@ def _partition_column(add: Add, name: str, dtype: pa.DataType, n: int, table: st
 
 
 def _cast_column(arr: pa.ChunkedArray, field: pa.Field, add: Add, table: str | None) -> pa.ChunkedArray:
-    """A data file's column as the table's type; timestamps of a finer unit are truncated to microseconds."""
+    """A data file's column as the table's type; timestamps of a finer unit are truncated to microseconds.
+
+    Text and bytes are never made from other types or into them (Spark refuses to read such a file too): a
+    number stored where the table has a string is a mismatch, not a string of its digits.
+    """
+    if _is_text(arr.type) != _is_text(field.type):
+        raise SchemaMismatchError(
+            f"column {field.name!r} of data file {add.path} of {table} is {spark_type_name(arr.type)}, not readable "
+            f"as {spark_type_name(field.type)}",
+            table=table,
+            columns=[field.name],
+        )
     try:
         if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(field.type) and arr.type.unit == "ns":
             return arr.cast(field.type, safe=False)  # ns -> us: drop sub-microsecond digits, as Delta readers do
@@ -598,6 +609,21 @@ def _cast_column(arr: pa.ChunkedArray, field: pa.Field, add: Add, table: str | N
             table=table,
             columns=[field.name],
         ) from exc
+
+
+def _is_text(dtype: pa.DataType) -> bool:
+    """A string or binary type (of any width or layout, dictionary-encoded or not)."""
+    if pa.types.is_dictionary(dtype):
+        return _is_text(dtype.value_type)
+    return bool(
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_string_view(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_binary_view(dtype)
+        or pa.types.is_fixed_size_binary(dtype)
+    )
 
 
 def _assemble(
