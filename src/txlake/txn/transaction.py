@@ -390,12 +390,39 @@ class Transaction:
         description: str | None = None,
         if_not_exists: bool = False,
     ) -> None:
-        """Create a table (visible to this transaction at once, to others when it commits)."""
+        """Create a table (visible to this transaction at once, to others when it commits).
+
+        Of the ``delta.*`` ``properties`` only those txlake honours are accepted (:data:`CREATE_DELTA_PROPERTIES`);
+        others raise :class:`UnsupportedFeatureError`, as ``alter_table`` does.
+        """
+        self._ensure_active()
+        if properties is not None:
+            properties = string_mapping_argument(properties, "properties")
+            refuse_unhonoured_properties(properties, CREATE_DELTA_PROPERTIES, table=name)
+        self._create_table(
+            name,
+            schema,
+            partition_by=partition_by,
+            properties=properties,
+            description=description,
+            if_not_exists=if_not_exists,
+        )
+
+    def _create_table(
+        self,
+        name: str,
+        schema: pa.Schema | object,
+        *,
+        partition_by: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        if_not_exists: bool = False,
+    ) -> None:
+        """:meth:`create_table` without the property check (a clone copies a table txlake can write as it is)."""
         self._ensure_active()
         namespace, short = split_name(name)
         if properties is not None:
             properties = string_mapping_argument(properties, "properties")
-            refuse_unhonoured_properties(properties, CREATE_DELTA_PROPERTIES, table=name)
         if description is not None and not isinstance(description, str):
             raise InvalidArgumentTypeError(
                 f"description must be a string, got {type(description).__name__}", argument="description"
@@ -515,7 +542,7 @@ class Transaction:
                 feature="deletionVectors",
             )
         meta = snapshot.metadata
-        self.create_table(
+        self._create_table(
             target,
             schema_from_json(meta.schema_string),
             partition_by=meta.partition_columns,
