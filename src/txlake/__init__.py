@@ -5,6 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from txlake.errors import (
+    AppendOnlyTableError,
     CatalogChangedError,
     CommitStateUnknownError,
     ConcurrentAppendError,
@@ -47,6 +48,7 @@ from txlake.lakehouse.vacuum import VacuumFile, VacuumReport
 from txlake.txn.transaction import CommitResult, MergeMetrics, OptimizeMetrics, Transaction
 
 __all__ = [
+    "AppendOnlyTableError",
     "CatalogChangedError",
     "CommitResult",
     "CommitStateUnknownError",

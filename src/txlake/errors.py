@@ -160,6 +160,14 @@ class VersionAlreadyExistsError(DeltaError):
         self.version = version
 
 
+class AppendOnlyTableError(DeltaError):
+    """The table is append-only (``delta.appendOnly=true``): a change would remove or modify rows."""
+
+    def __init__(self, message: str, *, table: str | None = None, property: str = "delta.appendOnly") -> None:
+        super().__init__(message, table=table)
+        self.property = property
+
+
 class SchemaMismatchError(DeltaError, ValueError):
     """Data does not match the table schema (missing, extra or incompatible columns)."""
 

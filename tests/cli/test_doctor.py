@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from rich.console import Console
 
@@ -296,3 +297,29 @@ def test_reclaimable_files_are_reported_not_deleted(tmp_path: Path, txlake_cli: 
     assert orphan.exists()
     code, doc = _doctor(txlake_cli, uri, "--quick")
     assert _status(doc)["storage.reclaimable"] == "skipped"
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_a_missing_or_corrupt_deletion_vector_file(tmp_path: Path, txlake_cli: Txlake, damage: str) -> None:
+    """Doctor reads every deletion vector the mapped snapshots use, as reading the table would."""
+    lake = txlake.connect(f"file://{tmp_path}")
+    lake.create_table("s.t", "id long", properties={"delta.enableDeletionVectors": "true"})
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": list(range(100))}))
+    with lake.transaction() as tx:
+        tx.delete("s.t", where="id % 7 = 0")
+    assert _doctor(txlake_cli, lake.uri)[0] == ExitCode.OK
+    (dv,) = (tmp_path / "s" / "t").glob("deletion_vector_*.bin")
+    if damage == "missing":
+        dv.unlink()
+    else:
+        data = bytearray(dv.read_bytes())
+        data[-1] ^= 0xFF  # the checksum no longer matches
+        dv.write_bytes(bytes(data))
+    code, doc = _doctor(txlake_cli, lake.uri)
+    assert code == ExitCode.PROBLEMS
+    (finding,) = _errors(doc)
+    assert (finding["check"], finding["table"]) == ("files.exist", "s.t")
+    if damage == "missing":
+        assert finding["path"] == dv.name
+    assert _doctor(txlake_cli, lake.uri, "--quick")[0] == ExitCode.OK

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import txlake
 from txlake.delta import DeltaTable
 from txlake.delta.actions import Add
 from txlake.delta.colmap import (
@@ -136,3 +138,71 @@ def test_a_mapped_table_created_by_txlake_has_the_protocol_and_names(tmp_path: A
     )
     features = ("columnMapping", "timestampNtz")
     assert ntz.snapshot().protocol.reader_features == features and ntz.snapshot().protocol.writer_features == features
+
+
+@pytest.mark.parametrize("given", ["Name", "ID"])
+def test_the_mapping_mode_is_stored_lowercase_and_read_in_any_case(tmp_path: Any, given: str) -> None:
+    """``Name``/``ID`` are accepted (Spark parses the mode case-insensitively) but stored lowercase, the only
+    spelling delta-rs knows; a table another writer stored as ``Name`` is still read as mapped, as Spark does."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", "id long", properties={"delta.columnMapping.mode": given})
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2]}))
+    snapshot = lake.snapshot()
+    assert snapshot.delta_snapshot("s.t").metadata.configuration["delta.columnMapping.mode"] == given.lower()
+    assert snapshot.entry("s.t").properties["delta.columnMapping.mode"] == given.lower()
+    location = lake.table_location("s.t")
+    table = deltalake.DeltaTable(location)
+    rows = pa.table(deltalake.QueryBuilder().register("t", table).execute("SELECT id FROM t").read_all())
+    assert sorted(rows["id"].to_pylist()) == [1, 2]
+    first = tmp_path / "lake" / "s" / "t" / "_delta_log" / f"{0:020d}.json"
+    text = first.read_text()
+    key = '"delta.columnMapping.mode":'
+    assert f'{key}"{given.lower()}"' in text
+    first.write_text(text.replace(f'{key}"{given.lower()}"', f'{key}"{given}"'))
+    fresh = txlake.connect((tmp_path / "lake").as_uri())
+    assert fresh.snapshot().delta_snapshot("s.t").metadata.configuration["delta.columnMapping.mode"] == given
+    assert sorted(fresh.read_arrow("s.t")["id"].to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("mode", ["name", None])
+def test_a_data_file_lacking_a_not_null_column_is_a_typed_error(tmp_path: Any, mode: str | None) -> None:
+    """A file without a NOT NULL column (written by another tool) fails every read, delete included, with
+    :class:`SchemaMismatchError` naming the column (and the file in its message), not a pyarrow error."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    properties = {"delta.columnMapping.mode": mode} if mode else None
+    lake.create_table("s.t", "id long not null, v string", properties=properties)
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    (path,) = (tmp_path / "lake" / "s" / "t").glob("*.parquet")
+    stored = pq.read_table(path)
+    pq.write_table(stored.drop_columns([stored.schema.names[0]]), path)
+    with pytest.raises(txlake.SchemaMismatchError) as read:
+        lake.read_arrow("s.t")
+    assert read.value.columns == ("id",) and path.name in str(read.value)
+    with pytest.raises(txlake.SchemaMismatchError) as deleted:
+        lake.run(lambda tx: tx.delete("s.t", where="v = 'a'"))
+    assert deleted.value.columns == ("id",)
+
+
+@pytest.mark.parametrize("mode", ["name", None])
+def test_a_number_stored_where_the_table_has_a_string_is_a_mismatch(tmp_path: Any, mode: str | None) -> None:
+    """A file storing a string column as int64 (or a long as strings) is not cast into digits: it is a
+    :class:`SchemaMismatchError`, as Spark refuses it; a narrower integer still widens."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    properties = {"delta.columnMapping.mode": mode} if mode else None
+    lake.create_table("s.t", "id long, v string", properties=properties)
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    (path,) = (tmp_path / "lake" / "s" / "t").glob("*.parquet")
+    names = pq.read_schema(path).names
+    pq.write_table(pa.table({names[0]: pa.array([1, 2], pa.int32()), names[1]: pa.array([5, 6])}), path)
+    with pytest.raises(txlake.SchemaMismatchError) as info:
+        lake.read_arrow("s.t")
+    assert info.value.columns == ("v",)
+    pq.write_table(pa.table({names[0]: pa.array([1, 2], pa.int32()), names[1]: ["a", "b"]}), path)
+    assert lake.read_arrow("s.t").to_pylist() == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]
+    pq.write_table(pa.table({names[0]: ["x", "y"], names[1]: ["a", "b"]}), path)
+    with pytest.raises(txlake.SchemaMismatchError) as info:
+        lake.read_arrow("s.t")
+    assert info.value.columns == ("id",)

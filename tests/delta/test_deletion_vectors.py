@@ -492,12 +492,41 @@ def _delete_past_the_end(location: Path, dv: Path) -> None:
     rewrite_log(location, 1, edit)
 
 
-@pytest.mark.parametrize("edit", [_flip_last_byte, _truncate, _claim_more_rows, _delete_past_the_end])
+def _empty(location: Path, dv: Path) -> None:
+    dv.write_bytes(b"")  # shorter than the DV's byte range: the store refuses the range
+
+
+def _cut_to_one_byte(location: Path, dv: Path) -> None:
+    dv.write_bytes(dv.read_bytes()[:1])
+
+
+def _absolute_on_an_unknown_scheme(location: Path, dv: Path) -> None:
+    def edit(line: dict[str, Any]) -> dict[str, Any]:
+        if "add" in line and line["add"].get("deletionVector"):
+            line["add"]["deletionVector"].update(storageType="p", pathOrInlineDv="hdfs://nn/x/dv.bin")
+        return line
+
+    rewrite_log(location, 1, edit)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _flip_last_byte,
+        _truncate,
+        _empty,
+        _cut_to_one_byte,
+        _claim_more_rows,
+        _delete_past_the_end,
+        _absolute_on_an_unknown_scheme,
+    ],
+)
 def test_a_corrupt_dv_is_a_corrupt_log(tmp_path: Path, edit: Any) -> None:
     table = _broken(tmp_path, edit)
     with pytest.raises(CorruptLogError) as info:
         table.read_arrow()
     assert info.value.path == "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
+    assert "(inline)" not in str(info.value)  # the message names where the DV is
 
 
 # --------------------------------------------------------------------------------------------- writes

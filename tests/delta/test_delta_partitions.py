@@ -207,3 +207,18 @@ def test_empty_string_in_a_non_nullable_partition_column_is_refused(store: Objec
         write_data_files(store, "t", data, partition_columns=["p"])
     assert err.value.columns == ("p",)
     assert list(store.list("t")) == []
+
+
+def test_rows_for_a_table_of_partition_columns_only_are_refused_not_lost(store: ObjectStore) -> None:
+    """A table whose every column partitions it (made by another tool): its files would hold no column and so no
+    rows; writing to it is refused by name and writes nothing."""
+    schema = pa.schema([("p", pa.string())])
+    t = DeltaTable.create(store, "t", schema, partition_by=["p"])
+    with pytest.raises(SchemaMismatchError) as info:
+        t.append(pa.table({"p": ["a", "b", "b"]}))
+    assert list(info.value.columns) == ["p"]
+    assert t.snapshot().files == {}
+    assert t.read_arrow().num_rows == 0
+    with pytest.raises(SchemaMismatchError):
+        write_data_files(store, "t", pa.table({"p": ["a"]}), partition_columns=["p"])
+    assert not [o for o in store.list("t") if o.path.endswith(".parquet")]

@@ -99,6 +99,19 @@ def test_a_uuid_checkpoint_without_checkpoint_metadata_is_corrupt(tmp_path: Path
         open_table(location).snapshot(3)
 
 
+def test_a_malformed_json_checkpoint_is_named_a_checkpoint(tmp_path: Path) -> None:
+    """A UUID-named JSON checkpoint is parsed like a commit, but its error calls it what it is."""
+    location = copy_table(V2_TABLES["kernel/json-with-sidecars"], tmp_path)
+    (checkpoint,) = (location / "_delta_log").glob(f"{3:020d}.checkpoint.*.json")
+    checkpoint.write_text(checkpoint.read_text()[:50] + "\n")
+    for v in range(3):
+        (location / "_delta_log" / f"{v:020d}.json").unlink()
+    with pytest.raises(CorruptLogError) as info:
+        open_table(location).snapshot(3)
+    assert info.value.version == 3
+    assert str(info.value).startswith("checkpoint 3 ")
+
+
 def test_file_actions_both_inline_and_in_sidecars_are_corrupt(tmp_path: Path) -> None:
     location = copy_table(V2_TABLES["kernel/json-with-sidecars"], tmp_path)
     (checkpoint,) = (location / "_delta_log").glob(f"{3:020d}.checkpoint.*.json")

@@ -499,3 +499,34 @@ def test_log_clean_up_keeps_the_sidecars_of_the_checkpoint_it_starts_at(tmp_path
     assert _rows(fresh, "t.v2") == sorted([*expected, -1])
     assert _deltars_rows(fresh, "t.v2", {}) == sorted([*expected, -1])
     assert _deltars_rows(fresh, "t.v2", {}, version=6) == expected
+
+
+def test_log_clean_up_keeps_what_a_tables_own_delta_log_retention_asks_for(tmp_path: Path) -> None:
+    """``delta.logRetentionDuration`` is read from the table's Delta configuration (a registered table's own,
+    not in the catalog entry): its 365 days keep a 40-day-old log that a table without it loses."""
+    root = tmp_path / "lake"
+    location = root / "ext" / "reg"
+    deltalake.write_deltalake(
+        str(location), pa.table({"id": [0]}), configuration={"delta.logRetentionDuration": "interval 365 days"}
+    )
+    lake = txlake.connect(root.as_uri(), checkpoint_interval=3)
+    lake.register_table("ext.reg", "ext/reg")
+    assert "delta.logRetentionDuration" not in lake.snapshot().entry("ext.reg").properties
+    lake.create_table("t.a", SCHEMA, properties={"delta.checkpointInterval": "2"})
+    for i in range(6):
+        with lake.transaction() as tx:
+            tx.append("ext.reg", pa.table({"id": [i + 1]}))
+            tx.append("t.a", pa.table({"id": [i]}))
+    deltalake.DeltaTable(str(location)).create_checkpoint()
+    for i in range(6, 10):
+        with lake.transaction() as tx:
+            tx.append("ext.reg", pa.table({"id": [i + 1]}))
+            tx.append("t.a", pa.table({"id": [i]}))
+    _age_tree(root, timedelta(days=40))
+    with lake.transaction() as tx:
+        tx.append("ext.reg", pa.table({"id": [11]}))
+        tx.append("t.a", pa.table({"id": [10]}))
+    assert lake.vacuum(ZERO, force=True).log_entries_deleted > 0
+    assert not (root / "t" / "a" / "_delta_log" / f"{0:020d}.json").exists()  # 30 days by default
+    assert (location / "_delta_log" / f"{0:020d}.json").exists()
+    assert sorted(deltalake.DeltaTable(str(location), version=0).to_pyarrow_table()["id"].to_pylist()) == [0]

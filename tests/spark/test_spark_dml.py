@@ -24,6 +24,7 @@ import txlake
 from tests.interop.deltars import rows
 from tests.spark.helpers import deltars_read, df_rows, live_files, staging_objects, txid_files
 from txlake.errors import (
+    AppendOnlyTableError,
     ConcurrentAppendError,
     ConflictError,
     MergeCardinalityError,
@@ -545,3 +546,28 @@ def test_bad_statements_raise_typed_errors_and_stage_nothing(one_lake: txlake.La
     assert txid_files(lake, name, tx.txid) == []
     tx.commit()
     assert rows(lake.read_arrow(name)) == rows(ACCOUNT_FILES[0])
+
+
+def test_an_append_only_table_refuses_spark_statements_before_any_job(
+    one_lake: txlake.Lakehouse, spark: SparkSession
+) -> None:
+    """``delta.appendOnly=true`` on the Spark path: DELETE, UPDATE, overwrite and MERGE with matched clauses
+    are refused (:class:`AppendOnlyTableError`) and write nothing; appending a DataFrame works."""
+    lake, name = one_lake, "s.t"
+    lake.create_table(name, ACCOUNTS, properties={"delta.appendOnly": "true"})
+    with lake.transaction() as tx:
+        tx.append(name, ACCOUNT_FILES[0])
+    source = spark.createDataFrame(accounts([1], ["x"], [1]))
+    tx = lake.transaction()
+    with pytest.raises(AppendOnlyTableError):
+        tx.delete(name, where="id = 1", engine="spark")
+    with pytest.raises(AppendOnlyTableError):
+        tx.update(name, set={"balance": "1"}, engine="spark")
+    with pytest.raises(AppendOnlyTableError):
+        tx.overwrite(name, source)
+    with pytest.raises(AppendOnlyTableError):
+        tx.merge(name, source, on="t.id = s.id", when_matched_update="*")
+    assert txid_files(lake, name, tx.txid) == []
+    tx.append(name, spark.createDataFrame(accounts([99], ["new"], [0])))
+    tx.commit()
+    assert sorted(lake.read_arrow(name)["id"].to_pylist()) == sorted([*ACCOUNT_FILES[0]["id"].to_pylist(), 99])

@@ -127,3 +127,72 @@ def test_widening_a_column_rewrites_the_table_for_every_reader(any_store_uri: St
         tx.alter_table("s.w", widen={"region": "string"})
     with pytest.raises(txlake.SchemaMismatchError, match="no column 'nope'"), lake.transaction() as tx:
         tx.alter_table("s.w", widen={"nope": "bigint"})
+
+
+def test_an_append_only_table_refuses_every_change_of_its_rows_and_takes_appends(tmp_path: Path) -> None:
+    """``delta.appendOnly=true`` (Delta's appendOnly feature): delete, update, overwrite, a merge that may
+    update or delete, and a delete staged before the property is set in the same transaction are refused;
+    appends, inserting merges and optimize (dataChange=false) are not."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", "id long, v string")
+    for i in range(2):
+        with lake.transaction() as tx:
+            tx.append("s.t", pa.table({"id": [i], "v": ["x"]}))
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", set_properties={"delta.appendOnly": "true"})
+    before = lake.version()
+    statements = {
+        "delete": lambda tx: tx.delete("s.t", where="id = 0"),
+        "update": lambda tx: tx.update("s.t", {"v": "'y'"}, where="id = 0"),
+        "overwrite": lambda tx: tx.overwrite("s.t", pa.table({"id": [0], "v": ["z"]}), where="id = 0"),
+        "overwrite all": lambda tx: tx.overwrite("s.t", pa.table({"id": [0], "v": ["z"]})),
+        "merge": lambda tx: tx.merge(
+            "s.t", pa.table({"id": [0], "v": ["m"]}), on="t.id = s.id", when_matched_update="*"
+        ),
+        "merge delete": lambda tx: tx.merge(
+            "s.t", pa.table({"id": [0], "v": ["m"]}), on="t.id = s.id", when_matched_delete=True
+        ),
+    }
+    for statement in statements.values():
+        with pytest.raises(txlake.errors.AppendOnlyTableError) as info:
+            lake.run(statement)
+        assert (info.value.table, info.value.property) == ("s.t", "delta.appendOnly")
+    assert lake.version() == before
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [2], "v": ["x"]}))
+        tx.merge("s.t", pa.table({"id": [0, 3], "v": ["m", "n"]}), on="t.id = s.id", when_not_matched_insert="*")
+    lake.optimize("s.t")
+    assert sorted(lake.read_arrow("s.t")["id"].to_pylist()) == [0, 1, 2, 3]
+    lake.create_table("s.u", "id long")
+    with lake.transaction() as tx:
+        tx.append("s.u", pa.table({"id": [1]}))
+    with pytest.raises(txlake.errors.AppendOnlyTableError), lake.transaction() as tx:
+        tx.delete("s.u")
+        tx.alter_table("s.u", set_properties={"delta.appendOnly": "true"})
+    assert lake.read_arrow("s.u").num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("delta.constraints.positive", "id > 0"),
+        ("delta.enableChangeDataFeed", "true"),
+        ("delta.enableRowTracking", "true"),
+        ("delta.enableInCommitTimestamps", "true"),
+        ("delta.checkpointPolicy", "v2"),
+        ("delta.feature.domainMetadata", "supported"),
+        ("delta.universalFormat.enabledFormats", "iceberg"),
+    ],
+)
+def test_create_refuses_the_properties_alter_cannot_honour(tmp_path: Path, key: str, value: str) -> None:
+    """One check for both: a property txlake would ignore is refused when the table is created, as by alter."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    with pytest.raises(txlake.UnsupportedFeatureError) as created:
+        lake.create_table("s.u", "id long", properties={key: value})
+    assert (created.value.feature, created.value.table) == (key, "s.u")
+    assert "s.u" not in lake.tables("s") if "s" in lake.namespaces() else True
+    lake.create_table("s.t", "id long", properties={"delta.checkpointPolicy": "classic", "delta.appendOnly": "false"})
+    with pytest.raises(txlake.UnsupportedFeatureError) as altered, lake.transaction() as tx:
+        tx.alter_table("s.t", set_properties={key: value})
+    assert altered.value.feature == key
+    assert str(altered.value).replace("s.t", "s.u") == str(created.value)

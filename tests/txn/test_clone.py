@@ -105,3 +105,26 @@ def test_clone_mistakes_are_typed_and_write_nothing(tmp_path: Path) -> None:
         tx.append("src.sales", pa.table({"id": [9], "region": ["eu"]}))
         tx.clone_table("src.sales", "dev.sales")
     assert lake.version() == version and lake.tables() == ["src.empty", "src.sales"]
+
+
+def test_a_clone_keeps_properties_create_table_would_refuse(tmp_path: Path) -> None:
+    """A clone copies its source's Delta configuration as it is (a mapped table's ``maxColumnId``, properties a
+    Spark writer set): the property check of ``create_table`` is for what a user asks, not for a copy."""
+    root = tmp_path / "lake"
+    location = root / "ext" / "t"
+    deltalake.write_deltalake(
+        str(location),
+        pa.table({"id": pa.array([1, 2], pa.int64())}),
+        configuration={"delta.checkpoint.writeStatsAsStruct": "true"},
+    )
+    lake = txlake.connect(root.as_uri())
+    lake.register_table("ext.t", "ext/t")
+    lake.create_table("s.m", "id long", properties={"delta.columnMapping.mode": "name"})
+    with lake.transaction() as tx:
+        tx.append("s.m", pa.table({"id": [3]}))
+    lake.clone("ext.t", "s.c1")
+    lake.clone("s.m", "s.c2")
+    assert sorted(lake.read_arrow("s.c1")["id"].to_pylist()) == [1, 2]
+    assert lake.read_arrow("s.c2")["id"].to_pylist() == [3]
+    configuration = lake.snapshot().delta_snapshot("s.c2").metadata.configuration
+    assert configuration["delta.columnMapping.maxColumnId"] == "1"

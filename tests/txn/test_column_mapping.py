@@ -261,3 +261,36 @@ def test_column_paths_parse_as_spark_writes_them(text: str, path: tuple[str, ...
 def test_malformed_column_paths_are_value_errors(text: str) -> None:
     with pytest.raises(ValueError):
         parse_column_path(text)
+
+
+def test_no_table_is_left_with_partition_columns_only(tmp_path: Path) -> None:
+    """As Spark: neither create_table nor drop_columns may leave only partition columns (their files would hold
+    no column, and a Parquet file of no columns holds no rows)."""
+    lake = _lake(tmp_path)
+    with pytest.raises(txlake.errors.InvalidArgumentError) as info, lake.transaction() as tx:
+        tx.alter_table("s.t", drop_columns=["id", "v", "qty"])
+    assert info.value.argument == "drop_columns"
+    assert lake.read_arrow("s.t").num_rows == 2
+    with pytest.raises(txlake.errors.InvalidArgumentError) as info:
+        lake.create_table("s.u", "p string", partition_by=["p"])
+    assert info.value.argument == "partition_by"
+    assert "s.u" not in lake.tables("s")
+
+
+def test_rename_and_drop_rewrite_the_data_skipping_stats_columns(tmp_path: Path) -> None:
+    """As Spark: ``delta.dataSkippingStatsColumns`` follows renamed columns and struct fields and loses dropped
+    ones, so a column added later under an old name does not become a stats column."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table(
+        "s.t",
+        "id long, a long, c long, s struct<x: long, y: long>",
+        properties={**MAPPED, "delta.dataSkippingStatsColumns": "a, c,s.x,S.y,`id`"},
+    )
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", rename_columns={"a": "b", "s.x": "z"}, drop_columns=["c", "s.y"])
+    configuration = lake.snapshot().delta_snapshot("s.t").metadata.configuration
+    assert configuration["delta.dataSkippingStatsColumns"] == "b,s.z,`id`"
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", rename_columns={"s": "r"})
+    configuration = lake.snapshot().delta_snapshot("s.t").metadata.configuration
+    assert configuration["delta.dataSkippingStatsColumns"] == "b,r.z,`id`"

@@ -10,6 +10,7 @@ plain DV updates here are hand-made commits.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import deltalake
 import pyarrow as pa
@@ -361,3 +362,25 @@ def test_merge_on_read_on_a_partitioned_table(local_lake: txlake.Lakehouse) -> N
     assert not adds and [r.partition_values for r in removes] == [{"part": "b"}]
     assert rows(lake.read_arrow("p.parts")) == [(0, "a"), (1, "a"), (2, "a")] == deltars_rows(lake, "p.parts")
     assert_every_version_reads_alike(lake, "p.parts")
+
+
+def test_a_merge_on_read_delete_marks_the_stats_wide_and_pruning_stays_right(tmp_path: Path) -> None:
+    """As Spark: the re-added file's stats keep numRecords, nullCount and the old min/max (still bounds of the
+    live rows) with ``"tightBounds": false``; queries inside the wide bounds read the right rows in txlake and
+    delta-rs."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", "id long, v string", properties={"delta.enableDeletionVectors": "true"})
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": list(range(10)), "v": [None, *"abcdefghi"]}))
+    with lake.transaction() as tx:
+        tx.delete("s.t", where="id = 9 or id = 0")
+    (add,) = lake.snapshot().delta_snapshot("s.t").files.values()
+    stats = add.parsed_stats()
+    assert add.deletion_vector is not None and stats is not None
+    assert stats["tightBounds"] is False and stats["numRecords"] == 10
+    assert (stats["minValues"]["id"], stats["maxValues"]["id"], stats["nullCount"]["v"]) == (0, 9, 1)
+    for where, expected in (("id = 0", []), ("id = 9", []), ("id >= 8", [8]), ("v IS NULL", []), ("v = 'a'", [1])):
+        assert sorted(lake.read_arrow("s.t", where=where)["id"].to_pylist()) == expected, where
+        table = deltalake.DeltaTable(lake.table_location("s.t"))
+        got = deltalake.QueryBuilder().register("t", table).execute(f"SELECT id FROM t WHERE {where}").read_all()
+        assert sorted(pa.table(got)["id"].to_pylist()) == expected, where

@@ -107,3 +107,21 @@ def test_a_location_that_is_not_a_string_is_a_type_error(tmp_path: Path) -> None
         lake.register_table("ext.x", 5)  # type: ignore[arg-type]
     with pytest.raises(txlake.InvalidArgumentError):
         lake.register_table("ext.x", "  ")
+
+
+def test_a_registered_tables_own_checkpoint_interval_is_honoured(tmp_path: Path) -> None:
+    """``delta.checkpointInterval`` in the table's Delta configuration (not in its catalog entry) decides when
+    txlake writes its Delta checkpoints; delta-rs reads the table from them."""
+    location = tmp_path / "ext" / "t"
+    deltalake.write_deltalake(
+        str(location), pa.table({"id": pa.array([0], pa.int64())}), configuration={"delta.checkpointInterval": "2"}
+    )
+    lake = txlake.connect(tmp_path.as_uri())
+    lake.register_table("ext.t", "ext/t")
+    assert "delta.checkpointInterval" not in lake.snapshot().entry("ext.t").properties
+    for i in range(1, 5):
+        with lake.transaction() as tx:
+            tx.append("ext.t", pa.table({"id": [i]}))
+    checkpoints = sorted(p.name for p in (location / "_delta_log").glob("*.checkpoint.parquet"))
+    assert checkpoints == [f"{2:020d}.checkpoint.parquet", f"{4:020d}.checkpoint.parquet"]
+    assert _deltars_rows(str(location)) == [0, 1, 2, 3, 4]

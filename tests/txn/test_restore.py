@@ -133,3 +133,54 @@ def test_restore_undoes_a_swap_of_two_names(tmp_path: Path) -> None:
     lake.restore(before)
     assert sorted(lake.tables()) == ["ns.x", "ns.y"]
     assert (lake.read_arrow("ns.x")["v"].to_pylist(), lake.read_arrow("ns.y")["v"].to_pylist()) == ([1], [2])
+
+
+def test_restore_refuses_a_version_whose_deletion_vector_file_is_gone(tmp_path: Path) -> None:
+    """The restored version's DV files are checked as its data files are: a missing one is refused and
+    nothing is committed (the table stays readable); a DV file the live table still uses is not looked up."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", "id long", properties={"delta.enableDeletionVectors": "true"})
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": list(range(10))}))
+    with lake.transaction() as tx:
+        tx.delete("s.t", where="id = 1")
+    target = lake.version()
+    (first_dv,) = (tmp_path / "lake" / "s" / "t").glob("deletion_vector_*.bin")
+    assert lake.restore(target).version == lake.version()  # nothing to do: the same DV is live
+    with lake.transaction() as tx:
+        tx.delete("s.t", where="id = 2")
+    first_dv.unlink()  # needed by `target` only
+    before = lake.version()
+    with pytest.raises(txlake.DataFileNotFoundError) as info:
+        lake.restore(target)
+    assert info.value.path is not None and info.value.path.endswith(first_dv.name)
+    assert lake.version() == before
+    assert sorted(lake.read_arrow("s.t")["id"].to_pylist()) == [0, *range(3, 10)]
+
+
+def test_restore_keeps_the_highest_column_id_so_new_columns_never_reuse_one(tmp_path: Path) -> None:
+    """In id mode a restore to before an added column keeps ``maxColumnId``: the next added column gets a
+    fresh id, not the one of the column the restore removed (whose files still hold it)."""
+    lake = txlake.connect((tmp_path / "lake").as_uri())
+    lake.create_table("s.t", "id long", properties={"delta.columnMapping.mode": "id"})
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1]}))
+    target = lake.version()
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", add_columns="secret string")
+        tx.append("s.t", pa.table({"id": [2], "secret": ["x"]}))
+    lake.restore(target)
+    assert lake.snapshot().delta_snapshot("s.t").metadata.configuration["delta.columnMapping.maxColumnId"] == "2"
+    with lake.transaction() as tx:
+        tx.alter_table("s.t", add_columns="note string")
+    field = lake.snapshot().delta_snapshot("s.t").schema.field("note")
+    assert field.metadata[b"delta.columnMapping.id"] == b"3"
+    assert lake.read_arrow("s.t").to_pylist() == [{"id": 1, "note": None}]
+    assert _deltars_rows_with_note(lake) == [{"id": 1, "note": None}]
+
+
+def _deltars_rows_with_note(lake: txlake.Lakehouse) -> list[dict[str, object]]:
+    table = deltalake.DeltaTable(lake.table_location("s.t"))
+    return pa.table(
+        deltalake.QueryBuilder().register("t", table).execute("SELECT id, note FROM t").read_all()
+    ).to_pylist()

@@ -6,6 +6,7 @@ naming the action. ``stats`` is a JSON *string*; ``partitionValues`` is always p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -203,6 +204,15 @@ class Add:
             return None
         return value if isinstance(value, dict) else None
 
+    def with_wide_bounds(self) -> Add:
+        """This add with ``stats.tightBounds`` false, as Delta writes it once a deletion vector deletes rows the
+        stats were taken over: min/max stay valid bounds of the live rows, numRecords and nullCount still count
+        the data file's rows, deleted ones included (PROTOCOL.md, "Per-file Statistics")."""
+        stats = self.parsed_stats()
+        if stats is None:
+            return self
+        return dataclasses.replace(self, stats=json.dumps({**stats, "tightBounds": False}, separators=(",", ":")))
+
     @property
     def num_records(self) -> int | None:
         """Rows in the data file (``stats.numRecords``), deleted ones included."""
@@ -376,13 +386,18 @@ def action_from_json(obj: Mapping[str, Any]) -> Action:
     return result
 
 
-def parse_commit(data: bytes, *, table: str | None = None, version: int | None = None) -> list[Action]:
-    """Parse a whole NDJSON commit file; any malformed line makes the whole commit a :class:`CorruptLogError`."""
+def parse_commit(
+    data: bytes, *, table: str | None = None, version: int | None = None, what: str = "commit"
+) -> list[Action]:
+    """Parse a whole NDJSON commit file; any malformed line makes the whole commit a :class:`CorruptLogError`.
+
+    ``what`` names the file in errors (``"checkpoint"`` for a V2 JSON checkpoint, which has the same form).
+    """
     actions: list[Action] = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptLogError(f"commit {version} is not UTF-8", table=table, version=version) from exc
+        raise CorruptLogError(f"{what} {version} is not UTF-8", table=table, version=version) from exc
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -393,12 +408,12 @@ def parse_commit(data: bytes, *, table: str | None = None, version: int | None =
             actions.append(action_from_json(obj))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise CorruptLogError(
-                f"commit {version} of {table or 'table'} is corrupt at line {lineno}: {exc}",
+                f"{what} {version} of {table or 'table'} is corrupt at line {lineno}: {exc}",
                 table=table,
                 version=version,
             ) from exc
     if not actions:
-        raise CorruptLogError(f"commit {version} of {table or 'table'} is empty", table=table, version=version)
+        raise CorruptLogError(f"{what} {version} of {table or 'table'} is empty", table=table, version=version)
     return actions
 
 

@@ -298,7 +298,7 @@ class _CheckpointReader:
             raise self.corrupt(path, "is missing") from exc
         builder = self.builder
         try:
-            for action in parse_commit(data, table=self.log.name, version=self.ref.version):
+            for action in parse_commit(data, table=self.log.name, version=self.ref.version, what="checkpoint"):
                 if isinstance(action, Add):
                     builder.files[action.path] = action
                     self.files_inline = True

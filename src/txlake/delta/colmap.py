@@ -276,6 +276,8 @@ def mapped_for_new_table(
         mode = mapping_mode(config)
     except ValueError as exc:
         raise UnsupportedFeatureError(str(exc), feature="columnMapping") from exc
+    if MODE in config:  # stored lowercase: Spark reads "Name" as name, delta-rs only "name"
+        config[MODE] = mode
     if mode == "none":  # a schema read from a mapped table must not make this one look mapped
         return pa.schema([_unmapped(f) for f in schema], metadata=schema.metadata), config
     fields, max_id = assign([_unmapped(f) for f in schema], 0)

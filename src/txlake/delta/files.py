@@ -40,6 +40,7 @@ from txlake.errors import (
     DataFileNotFoundError,
     ObjectNotFoundError,
     SchemaMismatchError,
+    StorageError,
     UnsupportedFeatureError,
 )
 from txlake.storage import ObjectStore
@@ -351,8 +352,10 @@ def write_data_files(
     partition_columns: Sequence[str] = (),
     txid: str | None = None,
     target_rows: int = 1_000_000,
+    table: str | None = None,
 ) -> list[Add]:
     """Write ``data`` (already conformed to the table schema) as Parquet files; return their add actions."""
+    check_data_columns(data, partition_columns, table=table or table_path)
     adds = []
     for values, part in split_by_partition(data, partition_columns):
         for offset in range(0, max(part.num_rows, 1), target_rows):
@@ -367,6 +370,23 @@ def write_data_files(
     return adds
 
 
+def check_data_columns(data: pa.Table, partition_columns: Sequence[str], *, table: str | None) -> None:
+    """Refuse rows for a table whose every column partitions it (another tool made it so).
+
+    Its data files would hold no column, and a Parquet file of no columns holds no rows: they would be lost.
+
+    Raises:
+        SchemaMismatchError: ``data`` has rows and no column outside ``partition_columns``.
+    """
+    if data.num_rows and all(name in partition_columns for name in data.column_names):
+        raise SchemaMismatchError(
+            f"{table} has no column outside its partition columns: txlake does not write rows to it (a Parquet file "
+            "of no columns holds no rows)",
+            table=table,
+            columns=list(partition_columns),
+        )
+
+
 def write_one_file(
     store: ObjectStore, table_path: str, relative: str, data: pa.Table, partition_values: Mapping[str, str | None]
 ) -> Add:
@@ -375,6 +395,7 @@ def write_one_file(
     ``data`` has the table's fields (their metadata included): on a table that maps columns the file stores the
     physical names (and field ids), as its stats do; ``partition_values`` are keyed by physical names already.
     """
+    check_data_columns(data, (), table=table_path)
     data = to_physical(data)
     buf = io.BytesIO()
     pq.write_table(data, buf, compression="snappy", version="2.6")
@@ -467,7 +488,9 @@ def _shredded(stored: pa.Field, field: pa.Field) -> bool:
     return has_variant(field.type) and shredded_variant(stored.type, field.type)
 
 
-def _dv_location(store: ObjectStore, table_path: str, dv: DeletionVectorDescriptor) -> tuple[ObjectStore, str]:
+def deletion_vector_location(
+    store: ObjectStore, table_path: str, dv: DeletionVectorDescriptor
+) -> tuple[ObjectStore, str]:
     """The store and key of the file holding an on-disk DV (``u``: below the table root, ``p``: a URI)."""
     if dv.storage_type == "u":
         rel = dv.relative_path()  # built from a UUID and a prefix: a key, not a URI to decode
@@ -485,12 +508,12 @@ def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table
     dv = add.deletion_vector
     if dv is None:
         return np.empty(0, dtype=np.uint64)
-    where = "inline"
+    where = "inline" if dv.is_inline else (dv.relative_path() if dv.storage_type == "u" else dv.path_or_inline_dv)
     try:
         if dv.is_inline:
             data = inline_bytes(dv)
         else:
-            dv_store, key = _dv_location(store, table_path, dv)
+            dv_store, key = deletion_vector_location(store, table_path, dv)
             where = key
             start, end = file_range(dv)
             try:
@@ -501,6 +524,11 @@ def load_deletion_vector(store: ObjectStore, table_path: str, add: Add, *, table
                     table=table,
                     path=dv.relative_path() if dv.storage_type == "u" else dv.path_or_inline_dv,
                 ) from exc
+            except StorageError:
+                size = dv_store.head(key).size  # a range past the end of the file: it was truncated
+                if size < end:
+                    raise ValueError(f"the file holds {size} bytes, the DV lies at [{start}, {end})") from None
+                raise
             data = unframe(dv, framed)
         return deleted_rows(dv, data)
     except ValueError as exc:  # RoaringFormatError included
@@ -558,7 +586,18 @@ def _partition_column(add: Add, name: str, dtype: pa.DataType, n: int, table: st
 
 
 def _cast_column(arr: pa.ChunkedArray, field: pa.Field, add: Add, table: str | None) -> pa.ChunkedArray:
-    """A data file's column as the table's type; timestamps of a finer unit are truncated to microseconds."""
+    """A data file's column as the table's type; timestamps of a finer unit are truncated to microseconds.
+
+    Text and bytes are never made from other types or into them (Spark refuses to read such a file too): a
+    number stored where the table has a string is a mismatch, not a string of its digits.
+    """
+    if _is_text(arr.type) != _is_text(field.type):
+        raise SchemaMismatchError(
+            f"column {field.name!r} of data file {add.path} of {table} is {spark_type_name(arr.type)}, not readable "
+            f"as {spark_type_name(field.type)}",
+            table=table,
+            columns=[field.name],
+        )
     try:
         if pa.types.is_timestamp(arr.type) and pa.types.is_timestamp(field.type) and arr.type.unit == "ns":
             return arr.cast(field.type, safe=False)  # ns -> us: drop sub-microsecond digits, as Delta readers do
@@ -570,6 +609,21 @@ def _cast_column(arr: pa.ChunkedArray, field: pa.Field, add: Add, table: str | N
             table=table,
             columns=[field.name],
         ) from exc
+
+
+def _is_text(dtype: pa.DataType) -> bool:
+    """A string or binary type (of any width or layout, dictionary-encoded or not)."""
+    if pa.types.is_dictionary(dtype):
+        return _is_text(dtype.value_type)
+    return bool(
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_string_view(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+        or pa.types.is_binary_view(dtype)
+        or pa.types.is_fixed_size_binary(dtype)
+    )
 
 
 def _assemble(
@@ -594,8 +648,16 @@ def _assemble(
                 arr = _cast_column(arr, field, add, table)
         else:
             arr = null_column(n, field.type)
+        if arr.null_count and not field.nullable:
+            missing = name not in raw.column_names and name not in partition_columns
+            raise SchemaMismatchError(
+                f"column {name!r} of {table} is NOT NULL but data file {add.path} "
+                + ("lacks it" if missing else f"holds {arr.null_count} nulls in it"),
+                table=table,
+                columns=[name],
+            )
         arrays.append(arr)
-        fields.append(field.with_nullable(True) if arr.null_count else field)
+        fields.append(field)
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 

@@ -110,14 +110,17 @@ def renamed_and_dropped(
     configuration: Mapping[str, str],
     rename: Mapping[str, Any],
     drop: Sequence[str],
-) -> tuple[pa.Schema, list[str]]:
-    """The schema and partition columns after renaming and dropping columns and struct fields (metadata only).
+) -> tuple[pa.Schema, list[str], dict[str, str]]:
+    """The schema, partition columns and configuration after renaming and dropping columns and struct fields
+    (metadata only); ``delta.dataSkippingStatsColumns`` follows the renames and loses the dropped columns, as
+    Spark rewrites it.
 
     Raises:
         UnsupportedFeatureError: the table does not map columns (``feature="columnMapping"``).
         SchemaMismatchError: a path names no column or field; a rename gives two fields of a struct one name.
         InvalidArgumentError: a partition column dropped, a path both renamed and dropped (or inside a dropped
-            one), every column or every field of a struct dropped, a malformed path.
+            one), every column or every field of a struct dropped, every column outside the partition columns
+            dropped, a malformed path.
         InvalidArgumentTypeError: names that are not strings.
     """
     if mapping_mode(configuration) == "none":
@@ -155,8 +158,43 @@ def renamed_and_dropped(
     fields = _apply(table, list(schema), (), renames, dropped)
     if not fields:
         raise InvalidArgumentError(f"{table} needs at least one column", argument="drop_columns")
+    if all(f.name in partition_columns for f in fields):  # Spark refuses it too: a file of no columns holds no rows
+        raise InvalidArgumentError(
+            f"{table} needs at least one column outside its partition columns", argument="drop_columns"
+        )
     new_partitions = [renames.get((c,), c) for c in partition_columns]
-    return pa.schema(fields, metadata=schema.metadata), new_partitions
+    new_configuration = dict(configuration)
+    if STATS_COLUMNS in new_configuration:
+        new_configuration[STATS_COLUMNS] = _stats_columns(new_configuration[STATS_COLUMNS], renames, dropped)
+    return pa.schema(fields, metadata=schema.metadata), new_partitions, new_configuration
+
+
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
+
+
+def _stats_columns(value: str, renames: Mapping[ColumnPath, str], dropped: set[ColumnPath]) -> str:
+    """``delta.dataSkippingStatsColumns`` (comma-separated column paths) with ``renames`` applied to every
+    entry and the entries inside a ``dropped`` column left out; names compare case-insensitively, as Spark's."""
+
+    def lower(path: Sequence[str]) -> tuple[str, ...]:
+        return tuple(p.lower() for p in path)
+
+    renamed = {lower(k): v for k, v in renames.items()}
+    gone = {lower(d) for d in dropped}
+    out = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        try:
+            path = parse_column_path(entry)
+        except ValueError:
+            out.append(entry)  # not ours to fix
+            continue
+        if any(lower(path[:i]) in gone for i in range(1, len(path) + 1)):
+            continue
+        new = [renamed.get(lower(path[: i + 1]), part) for i, part in enumerate(path)]
+        out.append(format_column_path(tuple(new)) if new != list(path) else entry)
+    return ",".join(out)
 
 
 def _apply(

@@ -624,7 +624,9 @@ class _Vacuum:
         at_target = self.ctx.glog.read_checkpoint(target)
         listed = {m.path: m for m in objects}
         deleted = sum(
-            self._clean_delta_log(entry, at_target.table_versions.get(tid), listed)
+            self._clean_delta_log(
+                entry, at_target.table_versions.get(tid), listed, self._log_cut_of(tid, at_target, latest)
+            )
             for tid, entry in at_target.tables.items()
         )
         deleted += sum(len(metas) for metas in doomed.values())
@@ -641,15 +643,28 @@ class _Vacuum:
                         self.store.delete(meta.path)
         return target, deleted
 
-    def _clean_delta_log(self, entry: TableEntry, version: int | None, listed: Mapping[str, ObjectMeta]) -> int:
+    def _log_cut_of(self, table_id: str, *states: LakehouseState) -> int:
+        """The log-retention cut of a table: its own Delta configuration's ``delta.logRetentionDuration`` (a
+        registered table's, or one a plain writer altered) over its catalog properties, the longest of the
+        retentions it has at ``states`` (the version being cleaned and the latest)."""
+        cuts = [
+            self._log_cut_ms(self._configuration(state.tables[table_id], state))
+            for state in states
+            if table_id in state.tables
+        ]
+        return min(cuts, default=self._log_cut_ms({}))
+
+    def _clean_delta_log(
+        self, entry: TableEntry, version: int | None, listed: Mapping[str, ObjectMeta], cut: int
+    ) -> int:
         """Delete the table's commits and checkpoints below its newest checkpoint at or below ``version``
         (``listed``: the root listing vacuum began with; anything newer is above that checkpoint), then the
-        sidecar files no remaining checkpoint names (PROTOCOL.md, "Metadata Cleanup")."""
+        sidecar files no remaining checkpoint names (PROTOCOL.md, "Metadata Cleanup"); ``cut``: entries younger
+        than this (ms) stay."""
         if version is None:
             return 0
         log = DeltaLog(self.store, entry.path.strip("/"), name=entry.name)
         listing = log.list()
-        cut = self._log_cut_ms(entry.properties)
         best = listing.best_checkpoint(version)
         if best is None:
             return 0

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from txlake.delta.actions import Add
 from txlake.delta.files import (
+    check_data_columns,
     data_file_name,
     encode_path,
     partition_dir,
@@ -326,6 +327,7 @@ class TaskWriter:
                     expression=self.spec.where,
                 )
         # name every file first and announce the names in the task manifest, then write them
+        check_data_columns(conformed, table.partition_columns, table=table.table_name)
         files = []
         for values, part in split_by_partition(conformed, table.partition_columns):
             pdir = partition_dir(list(values), values)  # (keyed by physical names)

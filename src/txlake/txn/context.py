@@ -217,9 +217,11 @@ class LakeContext:
             entry = state.tables.get(change.table_id)
             if not change.writes or entry is None or not delta_version:
                 continue
-            interval = _checkpoint_interval(entry.properties.get("delta.checkpointInterval"))
+            # the table's own Delta configuration (a registered table's, or one a plain writer altered) decides
+            snapshot = self.snapshots.get(entry, delta_version)
+            configured = snapshot.metadata.configuration.get("delta.checkpointInterval")
+            interval = _checkpoint_interval(configured or entry.properties.get("delta.checkpointInterval"))
             if interval > 0 and delta_version % interval == 0:
-                snapshot = self.snapshots.get(entry, delta_version)
                 write_checkpoint(DeltaLog(self.store, entry.path, name=entry.name), snapshot)
 
 

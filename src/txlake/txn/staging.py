@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from txlake.delta.actions import Action, Add, Metadata, Protocol, Remove
 from txlake.delta.dv import unique_id
+from txlake.delta.features import is_append_only
 from txlake.delta.files import (
     decode_path,
     load_deletion_vector,
@@ -25,7 +26,7 @@ from txlake.delta.files import (
 from txlake.delta.roaring import U64Array
 from txlake.delta.schema import conform, normalize_schema, schema_from_json
 from txlake.delta.state import Snapshot
-from txlake.errors import PredicateError, SchemaMismatchError
+from txlake.errors import AppendOnlyTableError, PredicateError, SchemaMismatchError
 from txlake.expr import BoundPredicate, FileStats, parse_predicate
 from txlake.lakehouse.records import ReadSet, TableEntry
 from txlake.storage import ObjectStore
@@ -152,14 +153,29 @@ class TableWork:
             # never published: nobody else can reference it, so it is removed right away
             self._delete_own(add)
         else:
+            self.check_removable()
             self.removed[add.path] = add.remove()
+
+    def check_removable(self) -> None:
+        """Refuse removing or changing rows of an append-only table (Delta's ``delta.appendOnly``)."""
+        if is_append_only(self.metadata):
+            raise AppendOnlyTableError(
+                f"{self.entry.name} is append-only (delta.appendOnly=true): rows cannot be deleted, updated or "
+                "overwritten",
+                table=self.entry.name,
+            )
 
     def write(self, data: pa.Table) -> list[Add]:
         conformed = conform(data, normalize_schema(self.schema), table=self.entry.name)
         if conformed.num_rows == 0:
             return []
         adds = write_data_files(
-            self.store, self.entry.path, conformed, partition_columns=self.partition_columns, txid=self.txid
+            self.store,
+            self.entry.path,
+            conformed,
+            partition_columns=self.partition_columns,
+            txid=self.txid,
+            table=self.entry.name,
         )
         return list(adds)
 
@@ -256,7 +272,12 @@ class TableWork:
                     data = data.take(zorder_indices(data, zorder_by))
                 written.extend(
                     write_data_files(
-                        self.store, self.entry.path, data, partition_columns=self.partition_columns, txid=self.txid
+                        self.store,
+                        self.entry.path,
+                        data,
+                        partition_columns=self.partition_columns,
+                        txid=self.txid,
+                        table=self.entry.name,
                     )
                 )
                 rewritten.extend(bin_)
@@ -388,8 +409,9 @@ class TableWork:
             self.dv_files.append(key)
             for (add, _), dv in zip(marked, descriptors, strict=True):
                 if add.path not in self.added:  # a snapshot file; one already marked here was removed then
+                    self.check_removable()
                     self.removed[add.path] = add.remove()
-                self.added[add.path] = dataclasses.replace(add, deletion_vector=dv, data_change=True)
+                self.added[add.path] = dataclasses.replace(add.with_wide_bounds(), deletion_vector=dv, data_change=True)
         self.operations.append("DELETE")
         return touched
 
@@ -433,6 +455,8 @@ class TableWork:
             out.append(self.created_metadata)
         if self.new_metadata is not None:
             out.append(self.new_metadata)
+        if any(r.data_change for r in self.removed.values()):
+            self.check_removable()  # (the table may have become append-only after its rows were removed)
         out.extend(self.removed.values())
         out.extend(self.added.values())
         return out

@@ -27,9 +27,10 @@ from txlake.arguments import (
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
 from txlake.delta.actions import Action, Add, Metadata, now_ms
-from txlake.delta.colmap import mapped_added_columns, mapped_for_new_table
+from txlake.delta.colmap import MAX_COLUMN_ID, mapped_added_columns, mapped_for_new_table
+from txlake.delta.dv import unique_id
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
-from txlake.delta.files import decode_path, resolve_file
+from txlake.delta.files import decode_path, deletion_vector_location, resolve_file
 from txlake.delta.log import DeltaLog
 from txlake.delta.renames import renamed_and_dropped
 from txlake.delta.schema import conform, normalize_schema, schema_from_json, schema_to_json
@@ -442,7 +443,35 @@ class Transaction:
         description: str | None = None,
         if_not_exists: bool = False,
     ) -> None:
-        """Create a table (visible to this transaction at once, to others when it commits)."""
+        """Create a table (visible to this transaction at once, to others when it commits).
+
+        Of the ``delta.*`` ``properties`` only those txlake honours are accepted (:data:`CREATE_DELTA_PROPERTIES`);
+        others raise :class:`UnsupportedFeatureError`, as ``alter_table`` does.
+        """
+        self._ensure_active()
+        if properties is not None:
+            properties = string_mapping_argument(properties, "properties")
+            refuse_unhonoured_properties(properties, CREATE_DELTA_PROPERTIES, table=name)
+        self._create_table(
+            name,
+            schema,
+            partition_by=partition_by,
+            properties=properties,
+            description=description,
+            if_not_exists=if_not_exists,
+        )
+
+    def _create_table(
+        self,
+        name: str,
+        schema: pa.Schema | object,
+        *,
+        partition_by: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        description: str | None = None,
+        if_not_exists: bool = False,
+    ) -> None:
+        """:meth:`create_table` without the property check (a clone copies a table txlake can write as it is)."""
         self._ensure_active()
         namespace, short = split_name(name)
         if properties is not None:
@@ -480,12 +509,17 @@ class Transaction:
         missing = [c for c in partition_by if c not in schema.names]
         if missing:
             raise SchemaMismatchError(f"partition columns not in schema: {missing}", table=name, columns=missing)
+        if partition_by and set(partition_by) >= set(schema.names):  # as Spark: rows need a column in the files
+            raise InvalidArgumentError(
+                f"table {name!r} needs at least one column outside its partition columns", argument="partition_by"
+            )
         table_id = str(uuid.uuid4())
         path = self._ctx.table_path(namespace, short, table_id, taken=[t.path for t in self._view.tables.values()])
         metadata = Metadata.new(
             schema_to_json(schema), partition_by, configuration, name=short, description=description, table_id=table_id
         )
-        self._catalog(CreateTable(name, table_id=table_id, path=path, properties=dict(properties or {})))
+        stored = {k: configuration.get(k, v) for k, v in (properties or {}).items()}  # (a normalized mapping mode)
+        self._catalog(CreateTable(name, table_id=table_id, path=path, properties=stored))
         entry = self._entry(name)
         self._work[table_id] = TableWork(
             entry,
@@ -561,7 +595,7 @@ class Transaction:
                 feature="deletionVectors",
             )
         meta = snapshot.metadata
-        self.create_table(
+        self._create_table(
             target,
             schema_from_json(meta.schema_string),
             partition_by=meta.partition_columns,
@@ -681,7 +715,7 @@ class Transaction:
                     "alter_table",
                     argument="widen",
                 )
-            schema, partition_columns = renamed_and_dropped(
+            schema, partition_columns, configuration = renamed_and_dropped(
                 work.entry.name,
                 schema,
                 partition_columns,
@@ -721,14 +755,7 @@ class Transaction:
             operations.append("ADD COLUMNS")
         if set_properties:
             properties = string_mapping_argument(set_properties, "set_properties")
-            refused = [k for k in properties if k.lower().startswith("delta.") and k not in ALTERABLE_DELTA_PROPERTIES]
-            if refused:
-                raise UnsupportedFeatureError(
-                    f"txlake cannot honour Delta property {refused[0]!r} (it changes how the table must be read or "
-                    f"written); alterable: {', '.join(sorted(ALTERABLE_DELTA_PROPERTIES))}",
-                    table=work.entry.name,
-                    feature=refused[0],
-                )
+            refuse_unhonoured_properties(properties, ALTERABLE_DELTA_PROPERTIES, table=work.entry.name)
             configuration.update(properties)
             self._catalog(SetProperties(work.entry.name, table_id=work.entry.id, properties=dict(properties)))
             operations.append("SET TBLPROPERTIES")
@@ -790,17 +817,20 @@ class Transaction:
             self.rename_table(now.name, then.name)
         work = self._writable(then.name)
         current = work.metadata
+        restored = dataclasses.replace(
+            delta.metadata, id=current.id, configuration=_kept_max_column_id(delta.metadata, current)
+        )
         if (current.schema_string, current.partition_columns, dict(current.configuration)) != (
-            delta.metadata.schema_string,
-            delta.metadata.partition_columns,
-            dict(delta.metadata.configuration),
+            restored.schema_string,
+            restored.partition_columns,
+            dict(restored.configuration),
         ):  # altered since: its metadata of then comes back with its files (a metadata change, like an alter)
-            check_write_support(work.snapshot.protocol if work.snapshot else delta.protocol, delta.metadata)
-            work.change_metadata(dataclasses.replace(delta.metadata, id=current.id), "RESTORE METADATA")
+            check_write_support(work.snapshot.protocol if work.snapshot else delta.protocol, restored)
+            work.change_metadata(restored, "RESTORE METADATA")
             changed = {k: v for k, v in then.properties.items() if work.entry.properties.get(k) != v}
             if changed:
                 self._catalog(SetProperties(then.name, table_id=then.id, properties=changed))
-        live = {a.path for a in work.live_files()}
+        live = {a.path: unique_id(a.deletion_vector) for a in work.live_files()}
         missing = [
             add.path
             for path, add in delta.files.items()
@@ -811,6 +841,19 @@ class Transaction:
                 f"{len(missing)} data file(s) of {then.name!r} at that version are gone ({missing[0]}, ...)",
                 table=then.name,
                 path=missing[0],
+            )
+        dvs: dict[str, ObjectStore] = {}  # the DV files restored files need that no live file uses (inline: none)
+        for path, add in delta.files.items():
+            dv = add.deletion_vector
+            if dv is not None and not dv.is_inline and live.get(path, "") != unique_id(dv):
+                dv_store, key = deletion_vector_location(self._ctx.store, work.entry.path, dv)
+                dvs[key] = dv_store
+        gone = sorted(key for key, dv_store in dvs.items() if not dv_store.exists(key))
+        if gone:
+            raise DataFileNotFoundError(
+                f"{len(gone)} deletion vector file(s) of {then.name!r} at that version are gone ({gone[0]}, ...)",
+                table=then.name,
+                path=gone[0],
             )
         return work.restore(delta.files)
 
@@ -957,6 +1000,7 @@ class Transaction:
         if not isinstance(data, pa.Table):
             return self._overwrite_engine(name, data, where)
         work = self._writable(name)
+        work.check_removable()
         if where is None:
             return work.overwrite_all(data)
         predicate = work.bind(where)
@@ -972,6 +1016,7 @@ class Transaction:
     def _overwrite_engine(self, name: str, data: object, where: str | None) -> int:
         engine = self._engine_for(data)
         work = self._writable(name)
+        work.check_removable()
         if where is not None:
             work.bind(where)  # a bad condition fails before any job runs
         # the engine checks that every written row satisfies ``where`` (txlake's predicate semantics)
@@ -1051,6 +1096,7 @@ class Transaction:
         deletion vectors instead of rewritten files (merge-on-read).
         """
         work = self._writable(name)
+        work.check_removable()
         data_engine = self._dml_engine(engine)
         if data_engine is not None:
             return self._rewrite_engine(data_engine, work, where, "DELETE")
@@ -1066,6 +1112,7 @@ class Transaction:
         matching row are rewritten.
         """
         work = self._writable(name)
+        work.check_removable()
         mapping_argument(set, "set", of="column names to Spark SQL expressions, e.g. {'v': 'v + 1'}")
         if not set:
             raise InvalidArgumentError("update needs at least one column in set=", argument="set")
@@ -1118,6 +1165,8 @@ class Transaction:
             target_alias=target_alias,
             source_alias=source_alias,
         )
+        if spec.matched_update is not None or spec.matched_delete not in (None, False):
+            self._writable(name).check_removable()  # as Delta: a MERGE that may change rows, before it runs
         if not isinstance(source, pa.Table):
             if self._ctx.engine is None or not self._ctx.engine.accepts(source):
                 raise InvalidArgumentTypeError(
@@ -1881,9 +1930,52 @@ ALTERABLE_DELTA_PROPERTIES = frozenset(
         "delta.deletedFileRetentionDuration",
         "delta.logRetentionDuration",
         "delta.dataSkippingNumIndexedCols",
+        "delta.dataSkippingStatsColumns",
     }
 )
 """``delta.*`` table properties ``alter_table`` may set: they change no reader's or writer's protocol."""
+
+CREATE_DELTA_PROPERTIES = ALTERABLE_DELTA_PROPERTIES | {"delta.columnMapping.mode", "delta.enableDeletionVectors"}
+"""``delta.*`` table properties ``create_table`` may set: the alterable ones and the features txlake writes."""
+
+
+def refuse_unhonoured_properties(properties: Mapping[str, str], allowed: frozenset[str], *, table: str) -> None:
+    """Refuse ``delta.*`` properties txlake would not honour (CHECK constraints, change data feed, row tracking,
+    in-commit timestamps, V2 checkpoints, ``delta.feature.*``, UniForm, ...): create and alter share this check.
+
+    Raises:
+        UnsupportedFeatureError: the first such property (``feature`` is its key).
+    """
+    refused = [
+        k
+        for k, v in properties.items()
+        if k.lower().startswith("delta.")
+        and k not in allowed
+        and not (k == "delta.checkpointPolicy" and v.lower() == "classic")  # what txlake writes
+    ]
+    if refused:
+        raise UnsupportedFeatureError(
+            f"txlake cannot honour Delta property {refused[0]!r} (it changes how the table must be read or "
+            f"written); alterable: {', '.join(sorted(ALTERABLE_DELTA_PROPERTIES))}",
+            table=table,
+            feature=refused[0],
+        )
+
+
+def _kept_max_column_id(restored: Metadata, current: Metadata) -> dict[str, str]:
+    """``restored``'s configuration with ``delta.columnMapping.maxColumnId`` never below ``current``'s: a column
+    added after a restore must not reuse the id of a column the restore removed (its files may still hold it)."""
+    configuration = dict(restored.configuration)
+    ids = [
+        int(c[MAX_COLUMN_ID]) for c in (restored.configuration, current.configuration) if _is_int(c.get(MAX_COLUMN_ID))
+    ]
+    if MAX_COLUMN_ID in restored.configuration and ids:
+        configuration[MAX_COLUMN_ID] = str(max(ids))
+    return configuration
+
+
+def _is_int(value: str | None) -> bool:
+    return value is not None and value.strip().isdigit()
 
 
 def _exists(store: ObjectStore, table_path: str, add: Add) -> bool:

@@ -19,9 +19,11 @@ from txlake.delta import (
     load_snapshot,
     parse_commit,
 )
-from txlake.delta.files import resolve_file
+from txlake.delta.files import load_deletion_vector, resolve_file
 from txlake.errors import (
     CorruptLogError,
+    DataFileNotFoundError,
+    DeltaError,
     ObjectNotFoundError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -374,7 +376,8 @@ def check_published(exam: Examination, facts: LogFacts, scans: list[TableScan]) 
 
 
 def check_files(exam: Examination, scans: list[TableScan]) -> int:
-    """Every data file of each mapped snapshot exists with its logged size (one HEAD each); returns the count."""
+    """Every data file of each mapped snapshot exists with its logged size (one HEAD each), every deletion vector
+    reads; returns the number of data files."""
     jobs = [(scan, add) for scan in scans if scan.snapshot is not None for add in scan.snapshot.files.values()]
 
     def head(job: tuple[TableScan, Add]) -> tuple[str, Add, int | None]:
@@ -402,6 +405,50 @@ def check_files(exam: Examination, scans: list[TableScan]) -> int:
                 "error",
                 f"{name}: data file {add.path} has {size} bytes, the Delta log says {add.size}",
                 "the file was replaced outside txlake; restore the original from a backup",
+                table=name,
+                path=add.path,
+            )
+    _check_deletion_vectors(exam, scans)
+    return len(jobs)
+
+
+def _check_deletion_vectors(exam: Examination, scans: list[TableScan]) -> int:
+    """Every on-disk deletion vector of each mapped snapshot is read (a small range GET each) and checked: it
+    exists, its checksum and row count match; returns the count."""
+    jobs = [
+        (scan, add)
+        for scan in scans
+        if scan.snapshot is not None
+        for add in scan.snapshot.files.values()
+        if add.deletion_vector is not None and not add.deletion_vector.is_inline
+    ]
+
+    def load(job: tuple[TableScan, Add]) -> tuple[str, Add, DeltaError | None]:
+        scan, add = job
+        try:
+            load_deletion_vector(exam.store, scan.entry.path, add, table=scan.entry.name)
+        except (DataFileNotFoundError, CorruptLogError) as exc:
+            return scan.entry.name, add, exc
+        return scan.entry.name, add, None
+
+    for name, add, problem in exam.map("checking deletion vectors", load, jobs):
+        if isinstance(problem, DataFileNotFoundError):
+            exam.add(
+                "files.exist",
+                "error",
+                f"{name}: the deletion vector file {problem.path} of data file {add.path} is missing",
+                "it was deleted outside txlake (a plain VACUUM with a short retention?); restore it from a backup -- "
+                "reading the table fails until then",
+                table=name,
+                path=problem.path,
+            )
+        elif problem is not None:
+            exam.add(
+                "files.exist",
+                "error",
+                f"{name}: {problem}",
+                "the deletion vector file was changed outside txlake; restore the original from a backup -- "
+                "reading the table fails until then",
                 table=name,
                 path=add.path,
             )
