@@ -425,8 +425,11 @@ def workload(
         )
         + f"\n  write skew (G2-item) observed: {'yes' if cycles['G2-item'] else 'no'}; history: {path}"
     )
-    assert report.committed >= MIN_COMMITTED, f"only {report.committed} transactions committed"
-    assert report.failed > 0, "no transaction aborted: the workload has no contention"
+    # pessimistic transactions queue (one holder per table at a time): fewer commit in the same time, and a
+    # conflict is rare (a deadlock, or an optimistic writer beside them)
+    least = MIN_COMMITTED if concurrency == "optimistic" else MIN_COMMITTED // 2
+    assert report.committed >= least, f"only {report.committed} transactions committed"
+    assert report.failed > 0 or concurrency == "pessimistic", "no transaction aborted: the workload has no contention"
     unexpected = report.kinds() - ALLOWED[level]
     assert not unexpected, f"{sorted(unexpected)} under {level} (seed {seed}); history: {path}\n{report.table()}"
     assert set(cycles) <= set(CYCLE_KINDS)

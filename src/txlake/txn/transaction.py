@@ -230,7 +230,10 @@ class Transaction:
         self._redone = 0
         self._ctx = ctx
         self.isolation: Isolation = isolation
-        self._policy = IsolationPolicy(isolation)
+        # a pessimistic transaction reads each table at the version it acquired it at, later ones at newer
+        # versions: its reads (queries included) are validated as serializable, so that an optimistic writer
+        # that ignored its markers cannot make it read two tables at inconsistent versions (read skew)
+        self._policy = IsolationPolicy("serializable" if concurrency == "pessimistic" else isolation)
         self.txid = uuid.uuid4().hex
         self._start_view: LogView = ctx.glog.view()
         self._started = time.monotonic()
@@ -387,14 +390,19 @@ class Transaction:
                 read_version=self.read_version,
                 winning_version=decided.version,
             )
+        self._recheck(decided)
+        if decided.version >= self._start_view.decided.version:
+            self._start_view = view  # a commit reusing its view must not validate against claims we read
+        return decided.table_versions[entry.id]
+
+    def _recheck(self, decided: LakehouseState) -> None:
+        """Pessimistic mode: everything this transaction touched still reads the same at ``decided`` (checked as
+        under serializable); else the :class:`ConflictError` of the commit that changed it."""
         for tid, work in self._work.items():
             mapped = decided.table_versions.get(tid, -1)
             if work.snapshot is not None and mapped > work.base_version:
                 versions = list(range(work.base_version + 1, mapped + 1))
                 self._check_commits(work, self._pending(work), versions, mapped, isolation="serializable")
-        if decided.version >= self._start_view.decided.version:
-            self._start_view = view  # a commit reusing its view must not validate against claims we read
-        return decided.table_versions[entry.id]
 
     def _writable(self, name: str) -> TableWork:
         """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
@@ -1231,6 +1239,14 @@ class Transaction:
 
     def _commit_once(self) -> CommitResult:
         if not self.writes:
+            if self._intents is not None and len(self._work) > 1:
+                # a pessimistic reader may have read its tables at different versions (each at its acquisition;
+                # an optimistic writer ignores markers): what it read must still hold at the newest of them
+                try:
+                    self._recheck(self._ctx.view().decided)
+                except ConflictError:
+                    self._status = "aborted"
+                    raise
             self._status = "committed"
             self.result = CommitResult(self.read_version, self.read_version, read_only=True)
             return self.result
@@ -1756,7 +1772,7 @@ class Transaction:
                 check(
                     pending,
                     summary,
-                    isolation or self.isolation,
+                    isolation or self._policy.level,
                     read_version=self.read_version,
                     winning_version=summary.global_version,
                     delta_version=v,
@@ -1795,7 +1811,7 @@ class Transaction:
             check(
                 pending,
                 ChangeSummary.of(load_actions(self._ctx.store, change)),
-                self.isolation,
+                self._policy.level,
                 read_version=self.read_version,
                 winning_version=claim.version,
                 delta_version=None,
@@ -1845,7 +1861,7 @@ class Transaction:
             txid=self.txid,
             kind="txn",
             read_version=self.read_version,
-            isolation=self.isolation,
+            isolation=self._policy.level,  # (what publication validates: serializable for pessimistic ones)
             timestamp_ms=now,
             lease_until_ms=now + int(self._ctx.lease_seconds * 1000),
             tables=tuple(changes),
