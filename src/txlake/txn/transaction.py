@@ -1443,8 +1443,8 @@ class Transaction:
         self._sublog = sublog
         self._statements = {}
         for form in forms:
-            work = self._work.get(form.table_id)
-            staged = dict(work.added) if work is not None else {}
+            target = self._work.get(form.table_id)
+            staged = dict(target.added) if target is not None else {}
             sources = form.source_files or ()
             replayable = form.replayable and all(p in staged for p in sources)
             if replayable and form.method in ("append", "overwrite"):
