@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from tests.faults.campaign import ACTIONS, CampaignReport, Scenario, campaign
-from tests.faults.scenarios import CatalogChange, GroupClaimer, GroupMember, RollForwardHelper, Transfer
+from tests.faults.scenarios import (
+    CatalogChange,
+    GroupClaimer,
+    GroupMember,
+    RecoverDead,
+    ResumableTransfer,
+    ResumeCrashed,
+    RollForwardHelper,
+    Transfer,
+)
 from tests.services import SeaweedFS
 
 
@@ -23,7 +32,16 @@ def _name(value: object) -> str:
 
 @pytest.mark.parametrize(
     ("scenario", "minimum"),
-    [(Transfer(), 150), (CatalogChange(), 100), (RollForwardHelper(), 120), (GroupMember(), 60), (GroupClaimer(), 60)],
+    [
+        (Transfer(), 150),
+        (CatalogChange(), 100),
+        (RollForwardHelper(), 120),
+        (GroupMember(), 60),
+        (GroupClaimer(), 60),
+        (ResumableTransfer(), 150),
+        (ResumeCrashed(), 100),
+        (RecoverDead(), 100),
+    ],
     ids=_name,
 )
 def test_campaign_file(scenario: Scenario, minimum: int, tmp_path: Path) -> None:
@@ -33,7 +51,16 @@ def test_campaign_file(scenario: Scenario, minimum: int, tmp_path: Path) -> None
 
 @pytest.mark.s3
 @pytest.mark.parametrize(
-    ("scenario", "minimum"), [(Transfer(), 100), (RollForwardHelper(), 80), (GroupClaimer(), 40)], ids=_name
+    ("scenario", "minimum"),
+    [
+        (Transfer(), 100),
+        (RollForwardHelper(), 80),
+        (GroupClaimer(), 40),
+        (ResumableTransfer(), 100),
+        (ResumeCrashed(), 60),
+        (RecoverDead(), 60),
+    ],
+    ids=_name,
 )
 def test_campaign_s3(scenario: Scenario, minimum: int, seaweedfs: SeaweedFS, s3_bucket: str) -> None:
     options = seaweedfs.storage_options()
