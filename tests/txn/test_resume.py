@@ -293,6 +293,7 @@ def test_a_fenced_holder_never_deletes_what_its_resumer_commits(any_store_uri: S
         tx.commit()
     with pytest.raises(txlake.TransactionClosedError):
         tx.abort()
+    assert read_sublog(lake.store, tx.txid).header is not None  # the fenced holder left the sublog alone
     resumed.commit()
     assert rows(lake.read_arrow("bank.accounts")) == [(1, 100), (2, 100), (3, 3)]
 

@@ -302,7 +302,8 @@ class Transaction:
         """Stop renewing the lease and delete it (the transaction ended: committed, aborted, or unknown and
         left to roll-forward, which does not need it). The sublog goes first, unless the outcome is unknown
         (its claim markers then tell ``resume``/``recover`` which version to look at)."""
-        if self._sublog.active and self._status in ("committed", "aborted"):
+        if self._sublog.active and self._status in ("committed", "aborted") and self._owns_files():
+            # (taken over: the sublog is the new holder's now, and so are the files it names)
             with contextlib.suppress(TxlakeError):
                 self._sublog.delete()  # left behind, recover deletes it (no claim of it, or a decided one)
         if self._lease is not None:
