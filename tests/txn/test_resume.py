@@ -123,6 +123,22 @@ def test_any_statement_sequence_round_trips(tmp_path: Path, ops: list[str]) -> N
     tx.abort()
 
 
+def test_deletion_vectors_round_trip_and_are_resumed(any_store_uri: StoreLocation) -> None:
+    lake = _connect(any_store_uri)
+    lake.create_table("n.dv", "id bigint, balance bigint", properties={"delta.enableDeletionVectors": "true"})
+    with lake.transaction() as tx:
+        tx.append("n.dv", accounts(list(range(10)), list(range(10))))
+    tx = lake.transaction(resumable=True)
+    tx.delete("n.dv", where="id < 3")  # merge-on-read: remove (path) + add (path, DV), one .bin file
+    _assert_sublog_matches(lake, tx)
+    (effect,) = read_sublog(lake.store, tx.txid).entries[0].effects
+    assert effect.dv_files and effect.staged[0].deletion_vector is not None and effect.removed
+    _die(tx, lake)
+    time.sleep(LEASE + 0.1)
+    _connect(any_store_uri).resume(tx.txid).commit()
+    assert sorted(lake.read_arrow("n.dv")["id"].to_pylist()) == list(range(3, 10))
+
+
 def test_a_short_transaction_writes_no_sublog(local_lake: txlake.Lakehouse) -> None:
     local_lake.create_table("n.t", "id bigint, balance bigint")
     with local_lake.store.counters.measure() as m, local_lake.transaction() as tx:
