@@ -377,7 +377,8 @@ class RecoverDead:
         self.claimed = claimed.txid
         _die(dead)
         _die(claimer)
-        self.live_lake = connect(uri, options)
+        # a lease long enough that a stalled heartbeat thread on a loaded machine cannot let it lapse
+        self.live_lake = txlake.connect(uri, options, lease_seconds=5.0)
         self.live = self.live_lake.transaction(resumable=True)
         self.live.append("bank.journal", _journal([4], [0]))
         wait_lease()
