@@ -26,7 +26,9 @@ def test_vacuum_deletes_a_recovered_transactions_files_early_and_keeps_a_leased_
     dead.append("n.t", _rows([1]))
     for handle in dead_lake.context.heartbeat.held():
         dead_lake.context.heartbeat.release(handle, delete=False)
-    live = lake.transaction(resumable=True)
+    # alive throughout: a lease long enough that a heartbeat stalled on a loaded machine cannot let it lapse
+    live_lake = txlake.connect(lake.uri, any_store_uri.storage_options, lease_seconds=10)
+    live = live_lake.transaction(resumable=True)
     live.append("n.t", _rows([2]))
     time.sleep(0.6)
     table = lake.snapshot().entry("n.t").path.rstrip("/") + "/"

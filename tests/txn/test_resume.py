@@ -350,7 +350,7 @@ def test_recover_aborts_the_dead_rolls_forward_the_claimed_and_keeps_the_live(an
         claimed.commit()
     _die(dead, dead_lake)
     _die(claimed, claimed_lake)
-    live = lake.transaction(resumable=True)  # another thread's transaction, alive throughout
+    live = _connect(any_store_uri, lease=10).transaction(resumable=True)  # another client's, alive throughout
     live.append("bank.audit", accounts([4], [4]))
     time.sleep(LEASE + 0.1)
 
