@@ -38,6 +38,8 @@ from txlake.errors import (
     TransactionClosedError,
     TransactionError,
     TransactionExpiredError,
+    TransactionNotFoundError,
+    TransactionNotResumableError,
     TxlakeError,
     UnsupportedFeatureError,
     VersionNotFoundError,
@@ -45,6 +47,7 @@ from txlake.errors import (
 from txlake.lake import Lakehouse, LakehouseSnapshot, TransactionStatus, connect
 from txlake.lakehouse.tags import Tag
 from txlake.lakehouse.vacuum import VacuumFile, VacuumReport
+from txlake.txn.recovery import RecoveredTransaction, RecoveryReport
 from txlake.txn.transaction import CommitResult, MergeMetrics, OptimizeMetrics, Transaction
 
 __all__ = [
@@ -77,6 +80,8 @@ __all__ = [
     "OptimizeMetrics",
     "PredicateError",
     "ProtocolChangedError",
+    "RecoveredTransaction",
+    "RecoveryReport",
     "SchemaMismatchError",
     "StorageError",
     "TableAlreadyExistsError",
@@ -88,6 +93,8 @@ __all__ = [
     "TransactionClosedError",
     "TransactionError",
     "TransactionExpiredError",
+    "TransactionNotFoundError",
+    "TransactionNotResumableError",
     "TransactionStatus",
     "TxlakeError",
     "UnsupportedFeatureError",

@@ -295,6 +295,30 @@ class LeaseHeldError(TransactionError):
         self.lease = lease
 
 
+class TransactionNotFoundError(TransactionError, LookupError):
+    """``resume(txid)``: the transaction left no sublog (it never wrote one, or it ended and cleaned up)."""
+
+    def __init__(self, message: str, *, txid: str) -> None:
+        super().__init__(message)
+        self.txid = txid
+
+
+class TransactionNotResumableError(TransactionError):
+    """``resume(txid)``: the transaction cannot be continued. ``reason`` is ``"aborted"`` (``recover`` aborted
+    it), ``"decided"`` (it claimed a version, now decided: ``status`` is ``"committed"`` or ``"aborted"`` and
+    ``version`` names it; it was rolled forward, never claimed twice) or ``"unsupported"`` (its sublog records
+    something resume cannot rebuild: a catalog change, a created table)."""
+
+    def __init__(
+        self, message: str, *, txid: str, reason: str, status: str | None = None, version: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.txid = txid
+        self.reason = reason
+        self.status = status
+        self.version = version
+
+
 class PredicateError(TxlakeError, ValueError):
     """A predicate or SQL expression could not be parsed or does not fit the table."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -45,6 +46,7 @@ from txlake.storage import ObjectStore
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
 from txlake.txn.intents import Concurrency
+from txlake.txn.recovery import DEFAULT_GUARD, RecoveryReport, recover, resume
 from txlake.txn.transaction import CommitResult, DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
@@ -445,7 +447,12 @@ class Lakehouse:
     # ------------------------------------------------------------------------------------ transactions
 
     def transaction(
-        self, isolation: Isolation = "serializable", *, redo: bool = True, concurrency: Concurrency = "optimistic"
+        self,
+        isolation: Isolation = "serializable",
+        *,
+        redo: bool = True,
+        concurrency: Concurrency = "optimistic",
+        resumable: bool = False,
     ) -> Transaction:
         """Begin a transaction at the latest lakehouse version (use it as a context manager).
 
@@ -460,8 +467,49 @@ class Lakehouse:
         each other (see ``docs/concepts/pessimistic.md``); a wait that closes a cycle raises
         :class:`~txlake.errors.DeadlockError` in its youngest member. ``"optimistic"`` (default) places none
         and ignores them.
+
+        ``resumable=True``: the transaction holds a lease (renewed by a heartbeat) and writes its sublog after
+        every statement (one PUT each), so that if this process dies another one can :meth:`resume` it by its
+        ``txid``. Without it a transaction writes a sublog only once it is older than a third of
+        ``lease_seconds`` (see docs/protocol.md, "Sublog, resume and recover").
         """
-        return Transaction(self._ctx, isolation, redo=redo, concurrency=concurrency)
+        return Transaction(self._ctx, isolation, redo=redo, concurrency=concurrency, resumable=resumable)
+
+    def resume(self, txid: str) -> Transaction:
+        """Continue transaction ``txid`` of a process that died, from its sublog: the same start version and
+        staged files (no data is written again); add statements and commit as usual.
+
+        Raises :class:`~txlake.errors.LeaseHeldError` while its lease is still renewed (its process is alive, or
+        another client resumed it first), :class:`~txlake.errors.TransactionNotResumableError` when it was
+        aborted by :meth:`recover`, or already claimed a version (``reason="decided"``: that version is rolled
+        forward here if needed, and ``status``/``version`` say how it ended; it is never claimed twice), and
+        :class:`~txlake.errors.TransactionNotFoundError` when it left no sublog.
+        """
+        if not isinstance(txid, str) or not re.fullmatch(r"[0-9a-f]{32}", txid):
+            raise InvalidArgumentError(f"txid must be a transaction id (32 hex digits), got {txid!r}", argument="txid")
+        return resume(self._ctx, txid)
+
+    def recover(
+        self,
+        *,
+        guard: timedelta = DEFAULT_GUARD,
+        dry_run: bool = True,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RecoveryReport:
+        """Finish the transactions of dead processes found under ``_txlake/txns/``: one that claimed a version
+        is rolled forward; any other with an expired lease is taken over, marked aborted (``resume`` refuses it)
+        and, once silent for ``guard``, its staged files and sublog are deleted. Transactions whose lease is
+        still renewed are never touched. ``dry_run`` (the default) only reports.
+        """
+        if not isinstance(guard, timedelta):
+            raise InvalidArgumentTypeError(
+                f"guard must be a datetime.timedelta, got {type(guard).__name__}", argument="guard"
+            )
+        if guard < timedelta(0):
+            raise InvalidArgumentError(f"guard must not be negative, got {guard}", argument="guard")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentTypeError(f"dry_run must be True or False, got {dry_run!r}", argument="dry_run")
+        return recover(self._ctx, guard=guard, dry_run=dry_run, progress=progress)
 
     def transaction_status(self, txid: str, version: int | None = None, *, search: int = 1000) -> TransactionStatus:
         """Whether transaction ``txid`` committed, aborted, or is not decided yet.

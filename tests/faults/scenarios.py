@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -320,3 +321,151 @@ class PessimisticTransfer:
         if not visible[100]:
             violations.append("the healthy client's commit is missing")
         return visible[1], violations
+
+
+# ------------------------------------------------------------------------- sublog, lease, resume, recover
+
+
+def _die(lake: txlake.Lakehouse) -> None:
+    """As if ``lake``'s process died: its heartbeat stops, its lease objects stay until they expire."""
+    for handle in lake.context.heartbeat.held():
+        lake.context.heartbeat.release(handle, delete=False)
+
+
+def _claims_of(lake: txlake.Lakehouse, txid: str) -> list[int]:
+    glog = lake.context.glog
+    return [v for v in range(glog.tail().latest_claimed + 1) if glog.read_record(v).includes(txid)]
+
+
+class ResumableTransfer:
+    """The transfer in a resumable transaction: faults hit the lease put and renewals, every sublog entry and the
+    claim marker as well as the commit. A caller told "failed" never sees the transfer; a crashed one's is
+    decided by its claim alone."""
+
+    name = "resumable"
+    client: ClassVar[dict[str, Any]] = {}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        with lake.transaction(resumable=True) as tx:
+            run.txids.append(tx.txid)
+            _transfer(tx, 1)
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 100: 0})
+        if not visible[100]:
+            violations.append("the healthy client's commit is missing")
+        if run.txids and len(_claims_of(lake, run.txids[-1])) > 1:
+            violations.append("the transaction claimed twice")
+        return visible[1], violations
+
+
+class ResumeCrashed:
+    """A process stages the transfer in a resumable transaction and dies before its claim; the faulty client
+    resumes it (lease takeover, sublog read, rebuild), adds a statement and commits. Whatever it suffers, the
+    transfer appears all or nothing, at most once, and only if the resumer was not told it failed."""
+
+    name = "resume"
+    client: ClassVar[dict[str, Any]] = {}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+        owner = connect(uri, options)
+        tx = owner.transaction(resumable=True)
+        _transfer(tx, 1)
+        _die(owner)
+        self.txid = tx.txid
+        wait_lease()
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        run.txids.append(self.txid)
+        tx = lake.resume(self.txid)
+        with tx:
+            tx.append("bank.journal", _journal([2], [0]))
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 2: 0, 100: 0})
+        if visible[1] != visible[2]:
+            violations.append("the resumed statements and the added one did not commit together")
+        if not visible[100]:
+            violations.append("the healthy client's commit is missing")
+        if len(_claims_of(lake, self.txid)) > 1:
+            violations.append("the resumed transaction claimed twice")
+        return visible[1], violations
+
+
+class RecoverDead:
+    """The faulty client runs ``recover(guard=0)`` over a transaction that died before its claim, one that
+    died after its claim and one that is alive in another client. Whatever recover suffers: the dead one
+    never appears, the claimed one commits exactly once, the live one commits afterwards with its files intact,
+    and a later healthy recover finishes the job."""
+
+    name = "recover"
+    client: ClassVar[dict[str, Any]] = {}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+        dead = connect(uri, options)
+        tx = dead.transaction(resumable=True)
+        _transfer(tx, 1)
+        self.dead = tx.txid
+        claimer = connect(uri, options)
+        claimer.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains=".outcome.json"))
+        claimed = claimer.transaction(resumable=True)
+        claimed.append("bank.journal", _journal([3], [0]))
+        with pytest.raises(SimulatedCrash):
+            claimed.commit()
+        self.claimed = claimed.txid
+        _die(dead)
+        _die(claimer)
+        # a lease long enough that a stalled heartbeat thread on a loaded machine cannot let it lapse
+        self.live_lake = txlake.connect(uri, options, lease_seconds=5.0)
+        self.live = self.live_lake.transaction(resumable=True)
+        self.live.append("bank.journal", _journal([4], [0]))
+        wait_lease()
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        lake.recover(guard=timedelta(0), dry_run=False)
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        self.live.commit()  # alive throughout: recover must have left its files alone
+        with lake.transaction() as tx:
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 3: 0, 4: 0, 100: 0})
+        if visible[1]:
+            violations.append("the dead transaction (never claimed) appeared")
+        if not visible[3]:
+            violations.append("the claimed transaction was not rolled forward")
+        if not visible[4]:
+            violations.append("the live transaction's commit is missing")
+        if len(_claims_of(lake, self.claimed)) != 1:
+            violations.append("the claimed transaction was claimed again")
+        wait_lease()  # a fencing lease the faulty recover took stays alive for one lease
+        report = connect(*self._location(lake)).recover(guard=timedelta(0), dry_run=False)
+        if any(t.action not in ("aborted", "skipped", "rolled_forward") for t in report.transactions):
+            violations.append(f"a healthy recover afterwards left {report.transactions}")
+        left = {m.path.split("/")[2] for m in lake.store.list("_txlake/txns/")} - {self.dead}
+        if left:
+            violations.append(f"transaction directories left after recover: {left}")
+        try:
+            lake.resume(self.dead)
+            violations.append("the dead transaction could be resumed after recover")
+        except txlake.TransactionNotResumableError:
+            pass
+        return run.caller == "ok", violations
+
+    @staticmethod
+    def _location(lake: txlake.Lakehouse) -> tuple[str, dict[str, str]]:
+        return lake.uri, dict(lake.store.storage_options)

@@ -12,6 +12,9 @@ from tests.faults.scenarios import (
     GroupClaimer,
     GroupMember,
     PessimisticTransfer,
+    RecoverDead,
+    ResumableTransfer,
+    ResumeCrashed,
     RollForwardHelper,
     Transfer,
 )
@@ -37,6 +40,9 @@ def _name(value: object) -> str:
         (GroupMember(), 60),
         (GroupClaimer(), 60),
         (PessimisticTransfer(), 200),
+        (ResumableTransfer(), 150),
+        (ResumeCrashed(), 100),
+        (RecoverDead(), 100),
     ],
     ids=_name,
 )
@@ -48,7 +54,15 @@ def test_campaign_file(scenario: Scenario, minimum: int, tmp_path: Path) -> None
 @pytest.mark.s3
 @pytest.mark.parametrize(
     ("scenario", "minimum"),
-    [(Transfer(), 100), (RollForwardHelper(), 80), (GroupClaimer(), 40), (PessimisticTransfer(), 150)],
+    [
+        (Transfer(), 100),
+        (RollForwardHelper(), 80),
+        (GroupClaimer(), 40),
+        (PessimisticTransfer(), 150),
+        (ResumableTransfer(), 100),
+        (ResumeCrashed(), 60),
+        (RecoverDead(), 60),
+    ],
     ids=_name,
 )
 def test_campaign_s3(scenario: Scenario, minimum: int, seaweedfs: SeaweedFS, s3_bucket: str) -> None:

@@ -28,6 +28,7 @@ from txlake.cli.reports import (
     CloneResult,
     InitResult,
     OptimizeResult,
+    RecoverResult,
     RestoreResult,
     TagList,
     TagResult,
@@ -351,6 +352,30 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_recover(args: argparse.Namespace) -> int:
+    out, lake = _lake(args)
+    with out.progress() as progress:
+        task = progress.add_task("recover: transactions", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        report = lake.recover(guard=args.guard, dry_run=not args.delete, progress=advance)
+    by_action: dict[str, int] = {}
+    for t in report.transactions:
+        by_action[t.action] = by_action.get(t.action, 0) + 1
+    result = RecoverResult(
+        lake.uri,
+        report.dry_run,
+        _duration_text(report.guard),
+        tuple(dataclasses.asdict(t) for t in report.transactions),
+        by_action,
+        len(report.deleted_files),
+    )
+    _emit(out, result, render.render_recover)
+    return ExitCode.OK
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     out, lake = _lake(args)
     before = lake.version()
@@ -580,6 +605,25 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         action="store_true",
         help="allow a retention below a table's delta.deletedFileRetentionDuration (7 days by default)",
     )
+
+    p = _add(
+        sub,
+        "recover",
+        cmd_recover,
+        "finish the transactions of dead processes (a dry run unless --delete)",
+        "Look at every transaction sublog under _txlake/txns/: one whose lease expired after claiming a version "
+        "is rolled forward; any other whose lease expired is taken over, marked aborted (resume refuses it) and, "
+        "once silent for --guard, its staged files and sublog are deleted. Transactions whose lease is still "
+        "renewed are never touched.",
+    )
+    p.add_argument(
+        "--guard",
+        type=duration_argument,
+        default=dt.timedelta(minutes=10),
+        metavar="DURATION",
+        help="delete an aborted transaction's files only once it has been silent this long, e.g. 10m (default), 0",
+    )
+    p.add_argument("--delete", action="store_true", help="act: roll forward, abort, delete (default: only report)")
 
     p = _add(
         sub,

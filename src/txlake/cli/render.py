@@ -16,6 +16,7 @@ from txlake.cli.reports import (
     LogEntry,
     LogView,
     OptimizeResult,
+    RecoverResult,
     RestoreResult,
     RowsResult,
     TableChangeView,
@@ -110,6 +111,31 @@ def render_vacuum(out: Output, result: VacuumResult) -> None:
         )
     if result.dry_run and (result.files_deleted or result.log_entries_deleted):
         out.line(Text("dry run: nothing was deleted; run `txlake vacuum --delete` (same options) to delete them"))
+
+
+def render_recover(out: Output, result: RecoverResult) -> None:
+    verbs = {
+        "live": "alive (lease renewed), left alone",
+        "rolled_forward": "claimed a version: rolled forward" if not result.dry_run else "claimed: would roll forward",
+        "aborted": "aborted, staged files deleted" if not result.dry_run else "would abort and delete staged files",
+        "pending": "aborted, files kept until the guard" if not result.dry_run else "would abort (files within guard)",
+        "cleaned": "leftovers deleted" if not result.dry_run else "would delete leftovers",
+        "skipped": "skipped (no sublog, or an earlier abort)",
+    }
+    verb = "would delete" if result.dry_run else "deleted"
+    out.line(
+        Text(
+            f"recover of {result.uri} (guard {result.guard}): {len(result.transactions)} transaction(s), "
+            f"{verb} {result.files_deleted} staged file(s)"
+        )
+    )
+    for action, n in sorted(result.by_action.items()):
+        out.line(Text(f"  {n}: {verbs.get(action, action)}"))
+    for t in result.transactions:
+        version = f" v{t['version']}" if t.get("version") is not None else ""
+        out.line(Text(f"  {t['txid']} {t['action']}{version}: {t['detail']}"))
+    if result.dry_run and any(t["action"] not in ("live", "skipped") for t in result.transactions):
+        out.line(Text("dry run: nothing was changed; run `txlake recover --delete` (same options) to act"))
 
 
 def render_restore(out: Output, result: RestoreResult) -> None:

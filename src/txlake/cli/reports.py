@@ -138,6 +138,21 @@ class VacuumResult:
     """Every file deleted (or, in a dry run, to delete): path, size, reason."""
 
 
+# ---------------------------------------------------------------------------------------------- recover
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverResult:
+    uri: str
+    dry_run: bool
+    guard: str
+    transactions: tuple[dict[str, object], ...]
+    """Every transaction directory looked at: txid, action, detail, version, status, files."""
+    by_action: dict[str, int]
+    files_deleted: int
+    """Staged files deleted (or, in a dry run, to delete)."""
+
+
 # ---------------------------------------------------------------------------------------------- restore
 
 

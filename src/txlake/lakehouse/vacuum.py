@@ -259,6 +259,8 @@ class _Vacuum:
         self.kept: Counter[str] = Counter()
         self.kept_bytes = 0
         self.needed_global = 1 << 62  # the oldest global record a Delta commit beyond its table's mapped version names
+        self.aborted_txids: set[str] = set()  # tombstoned by recover: will never commit
+        self.leased_txids: set[str] = set()  # hold a lease object: recover, not vacuum, decides them
 
     # ------------------------------------------------------------------------------------------ main
 
@@ -266,6 +268,7 @@ class _Vacuum:
         # 1. List first: a file listed now that a commit references later is either that young, or its
         #    transaction is too old to commit (txlake.lakehouse.ages).
         objects = self.store.list("")
+        self._read_sublogs(objects)
         # 2. The log, after the listing.
         view = self.ctx.glog.view()  # read only: claims in flight are kept from their records
         latest = view.decided
@@ -535,15 +538,33 @@ class _Vacuum:
         out.extend(self._staging(objects, claimed_through))
         return out
 
+    def _read_sublogs(self, objects: list[ObjectMeta]) -> None:
+        """Which transactions the listing shows tombstoned (``aborted.json``: recover aborted them for good) or
+        holding a lease (alive, or dead and not recovered yet): no request, the names are in the listing."""
+        for meta in objects:
+            if not meta.path.startswith(TXNS_DIR):
+                continue
+            txid, _, name = meta.path[len(TXNS_DIR) :].partition("/")
+            if name == "aborted.json":
+                self.aborted_txids.add(txid)
+            elif name.startswith("lease-"):
+                self.leased_txids.add(txid)
+        self.leased_txids -= self.aborted_txids
+
     def _data_reason(self, meta: ObjectMeta, reason: str) -> str | None:
         """Why this data file may go; ``None`` (counted as kept, by reason) if it must stay."""
         mtime = _ms(meta)
         txid = _TXID_FILE.match(meta.path.rsplit("/", 1)[-1])
+        untracked = txid is not None and meta.path not in self.tracked
         why = None
         if meta.path in self.keep:
             why = "referenced by a retained version, tag, clone or claim"
         elif mtime >= self.cutoff_ms:
             why = "newer than the retention"
+        elif untracked and txid is not None and txid.group(1) in self.leased_txids:
+            why = "of a transaction holding a lease (alive, or for `txlake recover` to decide)"
+        elif untracked and txid is not None and txid.group(1) in self.aborted_txids:
+            pass  # aborted for good by recover (it took the lease over first): no 26-hour wait
         elif txid is not None and mtime >= self.guard_ms and meta.path not in self.tracked:
             why = "may belong to a running transaction"
         if why is not None:

@@ -153,6 +153,8 @@ class LeaseHandle:
 
     def __init__(self, lease: Lease, lease_seconds: float) -> None:
         self._lock = threading.Lock()
+        self._renewing = threading.Lock()
+        """Held for a whole renewal: a release waits for one in flight, so its PUT never recreates a deleted lease."""
         self._lease = lease
         self.lease_seconds = lease_seconds
         self.lost: str | None = None
@@ -184,6 +186,10 @@ class LeaseHandle:
 
     def renew(self, store: ObjectStore) -> None:
         """One heartbeat: check nobody took over, then move ``expires_ms`` forward (two requests)."""
+        with self._renewing:
+            self._renew(store)
+
+    def _renew(self, store: ObjectStore) -> None:
         with self._lock:
             if self.released or self.lost is not None:
                 return
@@ -246,7 +252,7 @@ class Heartbeat:
 
     def release(self, handle: LeaseHandle, *, delete: bool = True) -> None:
         """Stop renewing ``handle``; delete its lease object (others then see no lease) unless told not to."""
-        with handle._lock:
+        with handle._renewing, handle._lock:  # after any renewal in flight: none can follow
             handle.released = True
         with self._lock:
             if self._handles.get(handle.txid) is handle:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -60,6 +60,9 @@ class TableWork:
     only_appends: bool = True
     dv_files: list[str] = field(default_factory=list)
     """Keys of the deletion-vector files this transaction wrote (deleted if it never commits)."""
+    owns_files: Callable[[], bool] | None = None
+    """Whether this client may still delete the files it staged: ``False`` once its lease may have been taken
+    over (``resume``): they are then the new holder's, and nothing is deleted here."""
 
     # ------------------------------------------------------------------------------------------- view
 
@@ -473,10 +476,16 @@ class TableWork:
         ops = list(dict.fromkeys(self.operations))
         return ops[0] if len(ops) == 1 else "TXLAKE TRANSACTION"
 
-    def discard(self) -> None:
-        """Delete every data and deletion-vector file this transaction wrote to the table (it was never published)."""
+    def discard(self, *, keep: Collection[str] = ()) -> None:
+        """Delete every data and deletion-vector file this transaction wrote to the table (it was never published),
+        except the paths in ``keep`` (a resumed append's data, staged again by its redo)."""
+        if self.owns_files is not None and not self.owns_files():
+            self.added.clear()
+            self.dv_files.clear()
+            return
         for add in self.added.values():
-            self._delete_own(add)
+            if add.path not in keep:
+                self._delete_own(add)
         self.added.clear()
         for key in self.dv_files:
             self.store.delete(key)
@@ -485,6 +494,8 @@ class TableWork:
     def _delete_own(self, add: Add) -> None:
         """Delete a data file this transaction wrote. Only such a file: its name carries the txid (``part-<txid>-``);
         any other (a clone's borrowed file, a plain writer's) is another table's or version's, and stays."""
+        if self.owns_files is not None and not self.owns_files():
+            return
         if not decode_path(add.path).rsplit("/", 1)[-1].startswith(f"part-{self.txid}-"):
             return
         store, key = resolve_file(self.store, self.entry.path, add.path)

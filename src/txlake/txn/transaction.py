@@ -49,6 +49,7 @@ from txlake.errors import (
     DataFileNotFoundError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
+    LeaseLostError,
     PredicateError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -92,6 +93,7 @@ from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, sett
 from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.staging import TableWork
+from txlake.txn.sublog import StatementForm, SublogHeader, SublogWriter, statement_form
 from txlake.typenames import spark_type_name
 
 if TYPE_CHECKING:
@@ -130,6 +132,8 @@ class _Statement:
     name: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    replayable: bool = True
+    """False for a resumed statement whose arguments are not in its sublog form (redo then raises)."""
 
 
 def _statement(method: F) -> F:
@@ -137,11 +141,13 @@ def _statement(method: F) -> F:
 
     @functools.wraps(method)
     def run(self: Transaction, name: str, *args: Any, **kwargs: Any) -> Any:
+        before = self._staged_paths(name)
         result = method(self, name, *args, **kwargs)
         if not self._replaying:
             entry = self._view.table_by_name(name) if isinstance(name, str) else None
             if entry is not None:
                 self._statements.setdefault(entry.id, []).append(_Statement(method.__name__, name, args, kwargs))
+                self._log_statement(method.__name__, name, entry.id, args, kwargs, before)
         return result
 
     return cast(F, run)
@@ -214,6 +220,7 @@ class Transaction:
         *,
         redo: bool = True,
         concurrency: Concurrency = "optimistic",
+        resumable: bool = False,
     ) -> None:
         if isolation not in ISOLATION_LEVELS:
             raise InvalidArgumentError(
@@ -221,6 +228,8 @@ class Transaction:
             )
         if not isinstance(redo, bool):
             raise InvalidArgumentTypeError(f"redo must be True or False, got {redo!r}", argument="redo")
+        if not isinstance(resumable, bool):
+            raise InvalidArgumentTypeError(f"resumable must be True or False, got {resumable!r}", argument="resumable")
         # redo: on a data conflict, re-execute the conflicting tables' statements on the newer snapshot instead
         # of failing, unless the application read data in this transaction (it may have used what it read)
         self._redo = redo
@@ -265,6 +274,15 @@ class Transaction:
             if concurrency == "pessimistic"
             else None
         )
+        # the sublog (txn/sublog.py): written after every statement when resumable, else only once this
+        # transaction is long or holds a lease; nothing for a short one
+        self._sublog = SublogWriter(
+            ctx.store,
+            SublogHeader(
+                self.txid, isolation, self.read_version, redo, int(self._started_wall * 1000), ctx.heartbeat.owner
+            ),
+            synchronous=resumable,
+        )
 
     # ------------------------------------------------------------------------------------ lifecycle
 
@@ -305,7 +323,13 @@ class Transaction:
 
     def _release_lease(self) -> None:
         """Stop renewing the lease and delete it (the transaction ended: committed, aborted, or unknown and
-        left to roll-forward, which does not need it). Intent markers go first: a marker never outlives its lease."""
+        left to roll-forward, which does not need it). The sublog goes first, unless the outcome is unknown
+        (its claim markers then tell ``resume``/``recover`` which version to look at); then the intent markers:
+        a marker never outlives its lease."""
+        if self._sublog.active and self._status in ("committed", "aborted") and self._owns_files():
+            # (taken over: the sublog is the new holder's now, and so are the files it names)
+            with contextlib.suppress(TxlakeError):
+                self._sublog.delete()  # left behind, recover deletes it (no claim of it, or a decided one)
         released = True
         if self._intents is not None:
             try:
@@ -370,7 +394,7 @@ class Transaction:
                 snapshot = self._ctx.snapshots.get(entry, version)
             elif entry.id in self._joining():  # an existing Delta table joining the catalog here
                 snapshot = self._ctx.snapshots.get(entry, self._view.table_versions[entry.id])
-            work = TableWork(entry, snapshot, self._ctx.store, self.txid)
+            work = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
             self._work[entry.id] = work
         return work
 
@@ -534,6 +558,7 @@ class Transaction:
             None,
             self._ctx.store,
             self.txid,
+            owns_files=self._owns_files,
             created_metadata=metadata,
             created_protocol=with_deletion_vectors(
                 protocol_for_new_table(metadata.schema_string, metadata.configuration), metadata.configuration
@@ -939,7 +964,9 @@ class Transaction:
         by redo: it is raised (``lake.run`` then runs the whole function again).
         """
         self._read_data = True
-        return self._table(name).scan(where, columns)
+        data = self._table(name).scan(where, columns)
+        self._log_read()
+        return data
 
     def read(self, name: str, where: str | None = None, columns: Sequence[str] | None = None) -> Any:
         """Rows of ``name`` matching ``where`` (Spark SQL) as a Spark DataFrame over this transaction's view.
@@ -952,6 +979,7 @@ class Transaction:
         work = self._table(name)
         self._read_data = True  # (as read_arrow: no redo after a read)
         files = work.plan_query(engine.pruning_predicate(where, work.schema), columns)
+        self._log_read()
         return engine.read(ScanSpec(self._location(work), tuple(files)), where=where, columns=columns)
 
     def schema(self, name: str) -> pa.Schema:
@@ -1266,6 +1294,8 @@ class Transaction:
         return result
 
     def _commit(self) -> CommitResult:
+        if self._lease is not None:
+            self._lease.ensure()  # taken over (resumed, recovered): nothing of ours may be claimed any more
         checked: dict[str, int] = {tid: w.base_version for tid, w in self._work.items()}
         seen: set[tuple[str, int]] = set()  # (table, claimed version) already validated from its record
         rebases = 0
@@ -1291,6 +1321,7 @@ class Transaction:
             if not record.tables and not record.catalog:
                 return CommitResult(view.decided.version, self.read_version, read_only=True)
             self._check_age()
+            self._log_claim(record.version)
             winner: GlobalRecord | None = None
             lost = False
             if self._ctx.contended:  # group commit: offer ours to the next claimer, take in the others'
@@ -1368,6 +1399,8 @@ class Transaction:
         """
         if not self._redo or self._read_data or self._claimed is not None or not isinstance(conflict, REDO_CONFLICTS):
             return None
+        if not self._owns_files():
+            return None  # taken over: the staged files are the new holder's
         entry = self._view.table_by_name(conflict.table) if conflict.table else None
         if redos >= MAX_REDOS or entry is None or entry.id in self._unadopted:
             return None
@@ -1379,6 +1412,7 @@ class Transaction:
             or not statements
             or work.new_metadata is not None
             or any(op not in REPLAYABLE_OPERATIONS for op in work.operations)
+            or not all(s.replayable for s in statements)
         ):
             return None
         if redos:  # conflicted again after a redo: a hot table; back off (full jitter) as lake.run does
@@ -1402,8 +1436,9 @@ class Transaction:
             entry.name,
             snapshot.version,
         )
-        work.discard()
-        self._work[entry.id] = TableWork(entry, snapshot, self._ctx.store, self.txid)
+        # a resumed append's data is in its staged files: they are staged again, not deleted
+        work.discard(keep={a.path for s in statements if s.method.endswith("_staged") for a in s.args[0]})
+        self._work[entry.id] = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
         self._replaying = True
         try:
             for statement in statements:
@@ -1444,6 +1479,112 @@ class Transaction:
             f"deleted ({reason}); nothing was committed",
             version=self._borrows_from,
         )
+
+    # ------------------------------------------------------------------------------------------ sublog
+
+    def _staged_paths(self, name: object) -> frozenset[str]:
+        entry = self._view.table_by_name(name) if isinstance(name, str) else None
+        work = self._work.get(entry.id) if entry is not None else None
+        return frozenset(work.added) if work is not None else frozenset()
+
+    def _log_statement(
+        self,
+        method: str,
+        name: str,
+        table_id: str,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        before: frozenset[str],
+    ) -> None:
+        """Note a statement for the sublog; write the sublog now if it is due (resumable, long, leased)."""
+        work = self._work.get(table_id)
+        new = [p for p in work.added if p not in before] if work is not None else []
+        self._sublog.note(statement_form(method, name, table_id, args, kwargs, new))
+        age = max(time.monotonic() - self._started, time.time() - self._started_wall)
+        if self._sublog.due(age, self._ctx.lease_seconds, self._lease is not None):
+            self._write_sublog()
+
+    def _log_read(self) -> None:
+        """A query read is part of the read set a resumed transaction validates: written like a statement."""
+        age = max(time.monotonic() - self._started, time.time() - self._started_wall)
+        if self._sublog.due(age, self._ctx.lease_seconds, self._lease is not None):
+            self._write_sublog()
+
+    def _write_sublog(self) -> None:
+        """Hold the lease (others can then tell this transaction alive) and write the sublog's new entries."""
+        self._hold_lease(sublog=True)
+        resumable = not self._ops and not self._adopt and all(w.created_metadata is None for w in self._work.values())
+        self._sublog.flush(self._work.values(), read_data=self._read_data, resumable=resumable)
+
+    def _owns_files(self) -> bool:
+        """Whether the files this transaction staged are still its own to delete: always without a lease; with
+        one, only while it is safely held (after a takeover they are the resumer's: a fenced holder deletes
+        nothing, so a caller told "failed" never removes what another client commits)."""
+        if self._lease is None:
+            return True
+        try:
+            self._lease.ensure()
+        except LeaseLostError:
+            return False
+        return True
+
+    def _log_claim(self, version: int) -> None:
+        """Before claiming ``version`` (or offering an intent for it): bring the sublog up to date (a redo may
+        have changed the staged files) and record the claim, so that a resumer finds it."""
+        age = max(time.monotonic() - self._started, time.time() - self._started_wall)
+        if not self._sublog.due(age, self._ctx.lease_seconds, self._lease is not None):
+            return
+        self._write_sublog()
+        if self._lease is not None:
+            self._lease.ensure()
+        self._sublog.before_claim(version)
+
+    def _restore(
+        self,
+        *,
+        txid: str,
+        start: LakehouseState,
+        started_ms: int,
+        works: Mapping[str, TableWork],
+        forms: Sequence[StatementForm],
+        read_data: bool,
+        lease: LeaseHandle,
+        sublog: SublogWriter,
+    ) -> None:
+        """Become transaction ``txid`` as its sublog describes it (``Lakehouse.resume``): the same start
+        version and staged files; its statements are replayable for redo where their logical form allows."""
+        self.txid = txid
+        self._start = self._view = start
+        self._start_view = LogView(start)
+        self._started_wall = started_ms / 1000
+        self._started = time.monotonic() - max(0.0, time.time() - self._started_wall)
+        self._work = dict(works)
+        for work in self._work.values():
+            work.owns_files = self._owns_files
+        self._read_data = read_data
+        self._lease = lease
+        self._sublog = sublog
+        self._statements = {}
+        for form in forms:
+            target = self._work.get(form.table_id)
+            staged = dict(target.added) if target is not None else {}
+            sources = form.source_files or ()
+            replayable = form.replayable and all(p in staged for p in sources)
+            if replayable and form.method in ("append", "overwrite"):
+                statement = _Statement(f"_{form.method}_staged", form.table, (tuple(staged[p] for p in sources),), {})
+            else:
+                statement = _Statement(form.method, form.table, (), dict(form.arguments), replayable)
+            self._statements.setdefault(form.table_id, []).append(statement)
+
+    def _append_staged(self, name: str, adds: Sequence[Add]) -> int:
+        """Redo of a resumed append: its data is in the files it staged; stage them again."""
+        self._writable(name).stage_adds(adds)
+        return sum(a.num_records or 0 for a in adds)
+
+    def _overwrite_staged(self, name: str, adds: Sequence[Add]) -> int:
+        """Redo of a resumed overwrite without condition: replace every live file by its staged files again."""
+        self._writable(name).replace_all(adds)
+        return sum(a.num_records or 0 for a in adds)
 
     def _ensure_namespace(self, namespace: str) -> None:
         """Create ``namespace`` in this transaction unless it exists (tables create their namespace)."""
