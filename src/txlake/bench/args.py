@@ -25,3 +25,22 @@ def positive_float(text: str) -> float:
     if not value > 0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
+
+
+def add_s3_options(parser: argparse.ArgumentParser, *, both: bool = False) -> None:
+    """``--s3-endpoint``/``--s3-bucket``/``--storage-option``: an existing S3 server instead of SeaweedFS
+    (``both``: the options reach delta-rs, the baseline, too)."""
+    parser.add_argument(
+        "--s3-endpoint", default=None, help="use this S3 server instead of starting SeaweedFS, e.g. http://host:8333"
+    )
+    parser.add_argument(
+        "--s3-bucket", default="txlake-bench", help="existing bucket at --s3-endpoint (a fresh prefix is used)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"option for --s3-endpoint{', both systems' if both else ''}, e.g. AWS_ACCESS_KEY_ID=... (repeatable)",
+    )

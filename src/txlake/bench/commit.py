@@ -50,7 +50,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import key_value, positive, positive_float
+from txlake.bench.args import add_s3_options, key_value, positive, positive_float
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
@@ -1068,20 +1068,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=positive_float, default=10.0, help="duration of each throughput run")
     parser.add_argument("--txn-rows", type=positive, default=10, help="rows per throughput transaction")
     parser.add_argument("--no-s3", action="store_true", help="only file:// (no SeaweedFS)")
-    parser.add_argument(
-        "--s3-endpoint", default=None, help="use this S3 server instead of starting SeaweedFS, e.g. http://host:8333"
-    )
-    parser.add_argument(
-        "--s3-bucket", default="txlake-bench", help="existing bucket at --s3-endpoint (a fresh prefix is used)"
-    )
-    parser.add_argument(
-        "--storage-option",
-        type=key_value,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option for --s3-endpoint, both systems, e.g. AWS_ACCESS_KEY_ID=... (repeatable)",
-    )
+    add_s3_options(parser, both=True)
     parser.add_argument(
         "--delta-rs-option",
         type=key_value,

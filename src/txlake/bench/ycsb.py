@@ -66,7 +66,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import key_value, positive, positive_float
+from txlake.bench.args import add_s3_options, positive, positive_float
 from txlake.bench.commit import delete_prefix
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
@@ -900,20 +900,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows-per-file", type=positive, default=100, help="rows per data file (default 100)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the data and the clients' key streams")
     parser.add_argument("--keep", action="store_true", help="keep the tables written")
-    parser.add_argument(
-        "--s3-endpoint", default=None, help="use this S3 server instead of starting SeaweedFS, e.g. http://host:8333"
-    )
-    parser.add_argument(
-        "--s3-bucket", default="txlake-bench", help="existing bucket at --s3-endpoint (a fresh prefix is used)"
-    )
-    parser.add_argument(
-        "--storage-option",
-        type=key_value,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option for --s3-endpoint, e.g. AWS_ACCESS_KEY_ID=... (repeatable)",
-    )
+    add_s3_options(parser)
 
 
 def options_from_args(args: argparse.Namespace) -> YcsbOptions:

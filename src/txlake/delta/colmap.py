@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from txlake.delta.schema import null_column
 from txlake.errors import UnsupportedFeatureError
+from txlake.variant import children as _children
 from txlake.variant import is_variant
 
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
@@ -57,16 +58,6 @@ def physical_name(field: pa.Field) -> str:
 def column_id(field: pa.Field) -> int | None:
     value = _meta(field, COLUMN_ID)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _children(dtype: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(dtype):
-        return [dtype.field(i) for i in range(dtype.num_fields)]
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return [dtype.value_field]
-    if pa.types.is_map(dtype):
-        return [dtype.key_field, dtype.item_field]
-    return []
 
 
 def is_mapped(fields: Iterable[pa.Field]) -> bool:
