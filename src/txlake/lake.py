@@ -471,7 +471,7 @@ class Lakehouse:
         ``resumable=True``: the transaction holds a lease (renewed by a heartbeat) and writes its sublog after
         every statement (one PUT each), so that if this process dies another one can :meth:`resume` it by its
         ``txid``. Without it a transaction writes a sublog only once it is older than a third of
-        ``lease_seconds`` (see docs/protocol.md, "Sublog, resume and recover").
+        ``lease_seconds``, and at least 5 s (see docs/protocol.md, "Sublog, resume and recover").
         """
         return Transaction(self._ctx, isolation, redo=redo, concurrency=concurrency, resumable=resumable)
 

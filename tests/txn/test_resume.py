@@ -22,7 +22,7 @@ from tests.txn.conftest import accounts, rows
 from txlake.errors import SimulatedCrash
 from txlake.storage import FaultRule, ObjectStore
 from txlake.txn.lease import read_lease
-from txlake.txn.sublog import StagedState, SublogEntry, SublogHeader, read_sublog
+from txlake.txn.sublog import LONG_TRANSACTION_MIN_SECONDS, StagedState, SublogEntry, SublogHeader, read_sublog
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 1.0
@@ -149,15 +149,19 @@ def test_a_short_transaction_writes_no_sublog(local_lake: txlake.Lakehouse) -> N
 
 
 def test_a_long_transaction_starts_its_sublog_after_a_third_of_the_lease(any_store_uri: StoreLocation) -> None:
+    """After a third of ``lease_seconds``, and never under LONG_TRANSACTION_MIN_SECONDS."""
     lake = _connect(any_store_uri, lease=0.6)
     _setup(lake)
     tx = lake.transaction()
     tx.append("bank.accounts", accounts([3], [3]))
+    time.sleep(0.25)  # past a third of the lease, not past the minimum
+    tx.append("bank.accounts", accounts([5], [5]))
     assert lake.store.list(f"_txlake/txns/{tx.txid}/") == []
-    time.sleep(0.25)
+    tx._started -= LONG_TRANSACTION_MIN_SECONDS  # as if it had been open that long
+    tx._started_wall -= LONG_TRANSACTION_MIN_SECONDS
     tx.append("bank.accounts", accounts([4], [4]))  # the statement after the threshold writes all so far
     _assert_sublog_matches(lake, tx)
-    assert len(read_sublog(lake.store, tx.txid).entries) == 2
+    assert len(read_sublog(lake.store, tx.txid).entries) == 3
     tx.commit()
     assert lake.store.list(f"_txlake/txns/{tx.txid}/") == []
 

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 LONG_TRANSACTION_FRACTION = 1 / 3
 """A transaction open longer than this share of ``lease_seconds`` starts writing its sublog (and holds a lease)."""
+LONG_TRANSACTION_MIN_SECONDS = 5.0
+"""...and never before this many seconds: with a short ``lease_seconds`` (tests, fast roll-forward) an ordinary
+transaction would otherwise hold a lease whose heartbeat a busy machine can miss (``LeaseLostError``)."""
 REPLAYABLE_METHODS = frozenset({"append", "overwrite", "delete", "update", "merge"})
 
 
@@ -490,7 +493,8 @@ class SublogWriter:
 
     def due(self, age_seconds: float, lease_seconds: float, leased: bool) -> bool:
         """Whether the sublog must be written now."""
-        return self.active or self.synchronous or leased or age_seconds >= lease_seconds * LONG_TRANSACTION_FRACTION
+        long = age_seconds >= max(lease_seconds * LONG_TRANSACTION_FRACTION, LONG_TRANSACTION_MIN_SECONDS)
+        return self.active or self.synchronous or leased or long
 
     def note(self, form: StatementForm) -> None:
         """A statement ran (its entry is written at the next flush)."""
@@ -659,6 +663,7 @@ def age_seconds(started_wall: float) -> float:
 
 __all__ = [
     "LONG_TRANSACTION_FRACTION",
+    "LONG_TRANSACTION_MIN_SECONDS",
     "StagedState",
     "StatementForm",
     "Sublog",
