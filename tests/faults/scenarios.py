@@ -337,33 +337,23 @@ def _claims_of(lake: txlake.Lakehouse, txid: str) -> list[int]:
     return [v for v in range(glog.tail().latest_claimed + 1) if glog.read_record(v).includes(txid)]
 
 
-class ResumableTransfer:
+class ResumableTransfer(Transfer):
     """The transfer in a resumable transaction: faults hit the lease put and renewals, every sublog entry and the
     claim marker as well as the commit. A caller told "failed" never sees the transfer; a crashed one's is
     decided by its claim alone."""
 
     name = "resumable"
-    client: ClassVar[dict[str, Any]] = {}
-
-    def setup(self, uri: str, options: dict[str, str]) -> None:
-        _bank(uri, options)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         with lake.transaction(resumable=True) as tx:
             run.txids.append(tx.txid)
             _transfer(tx, 1)
 
-    def second(self, lake: txlake.Lakehouse) -> None:
-        with lake.transaction() as tx:
-            tx.append("bank.journal", _journal([100], [0]))
-
     def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
-        visible, violations = _check_bank(lake, {1: 10, 100: 0})
-        if not visible[100]:
-            violations.append("the healthy client's commit is missing")
+        visible, violations = super().check(lake, run)
         if run.txids and len(_claims_of(lake, run.txids[-1])) > 1:
             violations.append("the transaction claimed twice")
-        return visible[1], violations
+        return visible, violations
 
 
 class ResumeCrashed:
