@@ -91,13 +91,16 @@ def test_redo_of_delete_merge_and_appends_on_one_table(tmp_path: Path) -> None:
     lake = _lake(StoreLocation(tmp_path.as_uri(), {}))
     tx = lake.transaction()
     tx.append("app.acct", pa.table({"k": [3], "v": [300]}))
+    appended = set(_staged(tx)["app.acct"])
     tx.delete("app.acct", "k = 2")
     source = pa.table({"k": [1, 4], "v": [5, 400]})
     tx.merge("app.acct", source, "t.k = s.k", when_matched_update={"v": "t.v + s.v"}, when_not_matched_insert="*")
     with lake.transaction() as other:  # touches both rows tx's statements read
         other.update("app.acct", {"v": "v * 2"}, "k IN (1, 2)")
     result = tx.commit()
-    assert result.redone == 3
+    assert result.redone == 2  # the delete and the merge ran again; the append (it read nothing) kept its file
+    kept = {m.path.rsplit("/", 1)[-1] for m in lake.store.list("")}
+    assert {p.rsplit("/", 1)[-1] for p in appended} <= kept
     rows = lake.read_arrow("app.acct")
     assert sorted(zip(rows["k"].to_pylist(), rows["v"].to_pylist(), strict=True)) == [
         (1, 205),
@@ -158,3 +161,91 @@ def test_conflicts_redo_cannot_fix_are_raised(tmp_path: Path) -> None:
     with pytest.raises(ConflictError) as caught:
         tx.commit()
     assert isinstance(caught.value, txlake.MetadataChangedError)
+
+
+# --------------------------------------------------------------------------- statement by statement
+
+
+def _files_lake(location: StoreLocation) -> txlake.Lakehouse:
+    """``app.big``: keys 0..99 in ten files of ten consecutive keys (statistics keep the files apart)."""
+    lake = txlake.connect(location.uri, location.storage_options)
+    lake.create_table("app.big", "k bigint, v bigint")
+    with lake.transaction() as tx:
+        for first in range(0, 100, 10):
+            tx.append("app.big", pa.table({"k": list(range(first, first + 10)), "v": [0] * 10}))
+    return lake
+
+
+def _big(lake: txlake.Lakehouse) -> dict[int, int]:
+    rows = lake.read_arrow("app.big")
+    return dict(zip(rows["k"].to_pylist(), rows["v"].to_pylist(), strict=True))
+
+
+def test_only_the_statements_that_read_a_changed_file_run_again(any_store_uri: StoreLocation) -> None:
+    """Five updates of one table, each in its own file; a concurrent commit rewrites one of those files: the
+    redo runs that one update again (one data file written again) and keeps the four others' files."""
+    lake = _files_lake(any_store_uri)
+    tx = lake.transaction()
+    for k in (5, 15, 25, 35, 45):
+        assert tx.update("app.big", {"v": "v + 1"}, f"k = {k}") == 1
+    before = _staged(tx)["app.big"]
+    with lake.transaction() as other:
+        other.update("app.big", {"v": "v + 10"}, "k = 26")  # the file of keys 20..29
+    with lake.store.counters.measure() as redo:
+        result = tx.commit()
+    assert result.redone == 1
+    after = {w.entry.name: set(w.added) for w in tx._work.values()}["app.big"]
+    assert len(before - after) == 1 and len(after - before) == 1  # one file replaced, four kept
+    expected = {k: 0 for k in range(100)} | {5: 1, 15: 1, 25: 1, 35: 1, 45: 1, 26: 10}
+    assert _big(lake) == expected
+    control = lake.transaction()  # the same commit without a conflict: one data file less
+    for k in (5, 15, 25, 35, 45):
+        control.update("app.big", {"v": "v + 1"}, f"k = {k}")
+    with lake.store.counters.measure() as plain:
+        control.commit()
+    assert redo.counts.put - plain.counts.put == 1
+
+
+def test_a_statement_that_read_a_redone_statements_file_runs_again(tmp_path: Path) -> None:
+    """The second update reads the file the first one wrote; the first one conflicts: both run again, in order,
+    and the result is as if the transaction ran after the concurrent one."""
+    lake = _files_lake(StoreLocation(tmp_path.as_uri(), {}))
+    tx = lake.transaction()
+    tx.update("app.big", {"v": "v + 1"}, "k = 1")
+    tx.update("app.big", {"v": "v * 3"}, "k IN (1, 2)")  # reads the first update's file
+    tx.update("app.big", {"v": "v + 5"}, "k = 95")  # another file: kept
+    with lake.transaction() as other:
+        other.update("app.big", {"v": "v + 100"}, "k = 2")
+    assert tx.commit().redone == 2
+    assert _big(lake) == {k: 0 for k in range(100)} | {1: 3, 2: 300, 95: 5}
+
+
+def test_a_statement_whose_condition_matches_a_new_file_runs_again(tmp_path: Path) -> None:
+    """A concurrent append of a row the update's condition matches (a write-serializable conflict): the update
+    runs again and updates that row too; an update of a key the new file cannot hold keeps its file."""
+    lake = _files_lake(StoreLocation(tmp_path.as_uri(), {}))
+    tx = lake.transaction(isolation="write_serializable")
+    tx.update("app.big", {"v": "v + 1"}, "k >= 50 AND k < 60")
+    tx.update("app.big", {"v": "v + 7"}, "k = 3")
+    with lake.transaction() as other:
+        other.append("app.big", pa.table({"k": [55], "v": [1000]}))
+    assert tx.commit().redone == 1
+    rows = lake.read_arrow("app.big", where="k = 55")["v"].to_pylist()
+    assert sorted(rows) == [1, 1001]
+    assert _big(lake)[3] == 7
+
+
+def test_a_statement_run_again_that_writes_other_rows_makes_later_ones_run_again(tmp_path: Path) -> None:
+    """The first update moves a key by a value another commit changed: run again, its new file holds a key the
+    third statement's condition matches, which the first run's file did not; the third runs again too."""
+    lake = _files_lake(StoreLocation(tmp_path.as_uri(), {}))
+    lake.run(lambda t: t.update("app.big", {"v": "-1000"}, "k = 4"))
+    tx = lake.transaction()
+    tx.update("app.big", {"k": "v"}, "k = 4")  # moves key 4 to -1000 (after the other commit, to -2000)
+    tx.update("app.big", {"v": "v + 1"}, "k = 70")
+    tx.update("app.big", {"v": "1"}, "k = -2000")  # matches nothing in the first run
+    with lake.transaction() as other:
+        other.update("app.big", {"v": "-2000"}, "k = 4")
+    assert tx.commit().redone == 2  # the first and the third; the second (another file) kept its file
+    rows = _big(lake)
+    assert 4 not in rows and rows[-2000] == 1 and rows[70] == 1

@@ -98,6 +98,9 @@ CLIENT_STARTUP_TIMEOUT = 120.0
 CLIENT_GRACE = 60.0  # seconds past --seconds for the last operations to finish before clients are stopped
 KINDS = ("GET", "HEAD", "LIST", "PUT", "DELETE")
 _ALPHABET = string.ascii_letters + string.digits
+Batch = tuple[tuple[int, int], ...]
+"""The keys of one update transaction: one (table a, table b) pair per YCSB update."""
+Values = tuple[tuple[str, str], ...]
 
 
 def _import_deltalake() -> ModuleType:
@@ -122,6 +125,8 @@ class YcsbOptions:
     modes: tuple[Mode, ...] = MODES
     records: int = 1000
     rows_per_file: int = 100
+    batch: int = 1
+    """YCSB updates per update transaction, on each table (``--batch``): a client bundling its operations."""
     seed: int = 1
     keep: bool = False
     s3_endpoint: str | None = None
@@ -283,6 +288,7 @@ class ClientTask:
     records: int
     seconds: float
     seed: int
+    batch: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,12 +344,13 @@ class _TxlakeClient:
             if snap.read_arrow(name, where=f"key = {key}").num_rows != 1:
                 raise RuntimeError(f"{name}: key {key} not found")
 
-    def _statements(self, tx: Transaction, keys: tuple[int, int], values: tuple[str, str]) -> None:
-        for name, key, value in zip(self.tables, keys, values, strict=True):
-            if tx.update(name, _update_set(value), where=f"key = {key}") != 1:
-                raise RuntimeError(f"{name}: key {key} not updated")
+    def _statements(self, tx: Transaction, keys: Batch, values: Values) -> None:
+        for pair, strings in zip(keys, values, strict=True):
+            for name, key, value in zip(self.tables, pair, strings, strict=True):
+                if tx.update(name, _update_set(value), where=f"key = {key}") != 1:
+                    raise RuntimeError(f"{name}: key {key} not updated")
 
-    def update(self, keys: tuple[int, int], values: tuple[str, str], tally: _Tally) -> bool:
+    def update(self, keys: Batch, values: Values, tally: _Tally) -> bool:
         if self.mode == "pessimistic":
             return self._update_pessimistic(keys, values, tally)
         calls = 0
@@ -361,10 +368,10 @@ class _TxlakeClient:
             tally.failed += 1
             return False
         tally.aborts += calls - 1
-        self._committed(result, tally)
+        self._committed(result, tally, len(keys))
         return True
 
-    def _update_pessimistic(self, keys: tuple[int, int], values: tuple[str, str], tally: _Tally) -> bool:
+    def _update_pessimistic(self, keys: Batch, values: Values, tally: _Tally) -> bool:
         begin: Callable[..., Transaction] = self.lake.transaction  # concurrency= exists only where available
         for attempt in range(RETRIES + 1):
             try:
@@ -377,18 +384,18 @@ class _TxlakeClient:
                 _backoff(attempt)
                 continue
             assert tx.result is not None
-            self._committed(tx.result, tally)
+            self._committed(tx.result, tally, len(keys))
             return True
         tally.failed += 1
         return False
 
     @staticmethod
-    def _committed(result: CommitResult, tally: _Tally) -> None:
+    def _committed(result: CommitResult, tally: _Tally, updates: int) -> None:
         tally.redone += result.redone
         tally.most_redone = max(tally.most_redone, result.redone)
         tally.rebases += result.rebases
-        tally.table_updates[0] += 1
-        tally.table_updates[1] += 1
+        tally.table_updates[0] += updates
+        tally.table_updates[1] += updates
 
     def requests(self) -> dict[str, int]:
         return self.lake.store.counters.snapshot().as_dict()
@@ -413,7 +420,11 @@ class _DeltaRsClient:
             if query.execute(f"SELECT * FROM t WHERE key = {key}").read_all().num_rows != 1:
                 raise RuntimeError(f"{handle.table_uri}: key {key} not found")
 
-    def update(self, keys: tuple[int, int], values: tuple[str, str], tally: _Tally) -> bool:
+    def update(self, keys: Batch, values: Values, tally: _Tally) -> bool:
+        # one commit per table and key: delta-rs has no transaction spanning them
+        return all([self._update_one(pair, strings, tally) for pair, strings in zip(keys, values, strict=True)])
+
+    def _update_one(self, keys: tuple[int, int], values: tuple[str, str], tally: _Tally) -> bool:
         ok = True
         for i, (handle, key, value) in enumerate(zip(self.handles, keys, values, strict=True)):
             for attempt in range(RETRIES + 1):
@@ -464,14 +475,15 @@ def client_main(task: ClientTask, go: Any, results: Any) -> None:
         while (now := time.monotonic()) < deadline:
             pair = (keys(), keys())
             is_read = rng.random() < READ_PROPORTION
-            values = ("", "") if is_read else (random_value(rng), random_value(rng))
+            batch: Batch = () if is_read else (pair, *((keys(), keys()) for _ in range(task.batch - 1)))
+            values: Values = tuple((random_value(rng), random_value(rng)) for _ in batch)
             began = time.perf_counter()
             try:
                 if is_read:
                     client.read(pair)
                     reads += 1
-                elif client.update(pair, values, tally):
-                    updates += 1
+                elif client.update(batch, values, tally):
+                    updates += len(batch)
                 else:
                     continue
             except TxlakeError as exc:  # not a conflict (e.g. an unknown commit outcome): counted, go on
@@ -710,6 +722,7 @@ def run_mode(
             options.records,
             options.seconds,
             options.seed * 1000 + i,  # each client its own stream; the same streams in every mode
+            options.batch,
         )
         for i in range(clients)
     ]
@@ -766,12 +779,14 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
             "seconds": options.seconds,
             "records_per_table": options.records,
             "rows_per_file": options.rows_per_file,
+            "batch": options.batch,
             "row_bytes": 8 + len(FIELDS) * FIELD_BYTES + 8,
             "seed": options.seed,
             "workload": "YCSB A: readproportion 0.5, updateproportion 0.5, scrambled zipfian 0.99, 2 tables",
             "read": "lake.snapshot(), read_arrow(t, where='key = k') on each table (delta-rs: QueryBuilder SQL)",
-            "update": "one transaction: tx.update(t, {field0: new 100 bytes, updates: updates + 1}, 'key = k') on "
-            "each table (delta-rs: DeltaTable.update per table, not atomic)",
+            "update": f"one transaction of {options.batch} YCSB update(s): tx.update(t, {{field0: new 100 bytes, "
+            "updates: updates + 1}, 'key = k') on each table per update, each a zipfian key (delta-rs: "
+            "DeltaTable.update per table and key, not atomic); each update counts as one operation",
             "isolation": "serializable (txlake default)",
             "retries": RETRIES,
             "modes": {
@@ -898,6 +913,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="modes to run (default: all)")
     parser.add_argument("--records", type=positive, default=1000, help="rows per table (default 1000)")
     parser.add_argument("--rows-per-file", type=positive, default=100, help="rows per data file (default 100)")
+    parser.add_argument(
+        "--batch",
+        type=positive,
+        default=1,
+        help="YCSB updates per update transaction on each table, as a client bundling its operations (default 1)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the data and the clients' key streams")
     parser.add_argument("--keep", action="store_true", help="keep the tables written")
     add_s3_options(parser)
@@ -911,6 +932,7 @@ def options_from_args(args: argparse.Namespace) -> YcsbOptions:
         modes=tuple(dict.fromkeys(args.modes)),
         records=args.records,
         rows_per_file=args.rows_per_file,
+        batch=args.batch,
         seed=args.seed,
         keep=args.keep,
         s3_endpoint=args.s3_endpoint,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,12 @@ def _parse(sql: str) -> SqlNode:
         raise InvalidArgumentTypeError(f"expected a SQL string, got {type(sql).__name__}: {sql!r}")
     if not sql.strip():
         raise PredicateError("empty expression", expression=sql)
+    return _parse_text(sql)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(sql: str) -> SqlNode:
+    """The tree of ``sql`` (remembered: trees are never mutated, and statements repeat conditions)."""
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT)
     except SqlglotError as exc:

@@ -69,6 +69,11 @@ _NOT = {T: F, F: T, U: U}
 # ------------------------------------------------------------------------------------------- FileStats
 
 
+_PARSED: dict[tuple[Any, ...], tuple[pa.Schema, FileStats]] = {}
+"""Parsed statistics by (schema, stats JSON, partition values, partition columns); cleared when full."""
+_PARSED_MAX = 1 << 16
+
+
 @dataclass(frozen=True)
 class FileStats:
     """Typed statistics of one data file (Delta ``stats`` plus partition values as exact bounds).
@@ -90,10 +95,18 @@ class FileStats:
 
     @classmethod
     def from_add(cls, add: Add, schema: pa.Schema, partition_columns: Sequence[str]) -> FileStats:
-        """Parse an add action's ``stats`` JSON and partition values against the table schema."""
-        return cls.from_json(
-            add.stats, schema, partition_values=add.partition_values, partition_columns=partition_columns
-        )
+        """Parse an add action's ``stats`` JSON and partition values against the table schema (remembered: the
+        same file is pruned again by every statement and every snapshot that holds it)."""
+        values = add.partition_values
+        key = (id(schema), add.stats, tuple(values.items()) if values else (), tuple(partition_columns))
+        hit = _PARSED.get(key)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        stats = cls.from_json(add.stats, schema, partition_values=values, partition_columns=partition_columns)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = (schema, stats)  # (the schema is kept alive with its id)
+        return stats
 
     @classmethod
     def from_json(

@@ -34,6 +34,7 @@ from txlake.errors import (
     LeaseLostError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
+    SimulatedCrash,
     StorageError,
 )
 from txlake.storage import ObjectStore
@@ -273,8 +274,14 @@ class Heartbeat:
             handles = self.held()
             for handle in handles:
                 # a failed beat is retried by the next; if none gets through, the lease expires and ensure() says so
-                with contextlib.suppress(StorageError, OSError):
+                try:
                     handle.renew(self.store)
+                except (StorageError, OSError):
+                    continue
+                except SimulatedCrash:  # fault injection "crashed" the client here: it renews this lease no more
+                    with self._lock:
+                        if self._handles.get(handle.txid) is handle:
+                            del self._handles[handle.txid]
             if not handles:
                 with self._lock:
                     if not self._handles:

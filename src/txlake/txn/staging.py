@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -31,6 +31,11 @@ from txlake.expr import BoundPredicate, FileStats, parse_predicate
 from txlake.lakehouse.records import ReadSet, TableEntry
 from txlake.storage import ObjectStore
 
+if TYPE_CHECKING:
+    from txlake.txn.sublog import TableEffect
+
+FileKey: TypeAlias = tuple[str, str | None]
+"""A logical file: its path and its deletion vector's unique id (Delta's ``(path, DV)``)."""
 RowTransform: TypeAlias = Callable[[pa.Table, BoundPredicate | None], tuple[pa.Table, int]]
 """(rows of one file, bound predicate) -> (the file's new rows, number of rows changed)."""
 
@@ -60,6 +65,11 @@ class TableWork:
     only_appends: bool = True
     dv_files: list[str] = field(default_factory=list)
     """Keys of the deletion-vector files this transaction wrote (deleted if it never commits)."""
+    read_keys: list[FileKey] = field(default_factory=list)
+    """Every file a DML statement read, in order, its own staged files included (a redo's dependencies)."""
+    dropped: dict[str, Add] = field(default_factory=dict)
+    """Files this transaction wrote and a later statement replaced: never published, deleted with
+    :meth:`release_dropped` (a redo may still read them when it keeps the statement that wrote them)."""
     owns_files: Callable[[], bool] | None = None
     """Whether this client may still delete the files it staged: ``False`` once its lease may have been taken
     over (``resume``): they are then the new holder's, and nothing is deleted here."""
@@ -101,13 +111,15 @@ class TableWork:
 
     def candidates(self, predicate: BoundPredicate | None) -> list[Add]:
         """Live files that may hold rows matching ``predicate`` (partition values and min/max stats)."""
-        files = self.live_files()
         if predicate is None:
-            return files
-        if self.snapshot is not None and not self.added and not self.removed and self.new_metadata is None:
-            return self.snapshot.stats_index.matching(predicate.node)  # the snapshot's files, parsed once
+            return self.live_files()
         schema, parts = self.schema, self.partition_columns
-        return [a for a in files if predicate.may_match(FileStats.from_add(a, schema, parts))]
+        if self.snapshot is None or self.new_metadata is not None:
+            return [a for a in self.live_files() if predicate.may_match(FileStats.from_add(a, schema, parts))]
+        # the snapshot's files through its index (parsed once), less those removed; then the staged ones
+        matching = self.snapshot.stats_index.matching(predicate.node)
+        base = [a for a in matching if a.path not in self.removed] if self.removed else matching
+        return base + [a for a in self.added.values() if predicate.may_match(FileStats.from_add(a, schema, parts))]
 
     def _read(self, files: Sequence[Add], columns: Sequence[str] | None = None) -> pa.Table:
         return read_files(
@@ -153,8 +165,9 @@ class TableWork:
         """Logically delete a live file: our own staged file is forgotten, a snapshot file gets a remove."""
         if add.path in self.added:
             del self.added[add.path]
-            # never published: nobody else can reference it, so it is removed right away
-            self._delete_own(add)
+            # never published: nobody else can reference it; deleted at the end of the transaction (a redo that
+            # keeps the statement that wrote it may have to read it again)
+            self.dropped[add.path] = add
         else:
             self.check_removable()
             self.removed[add.path] = add.remove()
@@ -340,7 +353,9 @@ class TableWork:
     def record_dml(self, where: str | None, files: Iterable[Add]) -> None:
         self.only_appends = False
         self.dml_predicates.append(where)
+        files = list(files)
         self.dml_files.update(a.path for a in files if a.path not in self.added)
+        self.read_keys.extend(file_key(a) for a in files)
 
     def rewrite(
         self,
@@ -481,15 +496,50 @@ class TableWork:
         except the paths in ``keep`` (a resumed append's data, staged again by its redo)."""
         if self.owns_files is not None and not self.owns_files():
             self.added.clear()
+            self.dropped.clear()
             self.dv_files.clear()
             return
-        for add in self.added.values():
+        for add in [*self.added.values(), *self.dropped.values()]:
             if add.path not in keep:
                 self._delete_own(add)
         self.added.clear()
+        self.dropped.clear()
         for key in self.dv_files:
             self.store.delete(key)
         self.dv_files.clear()
+
+    def forget(self, keep: Collection[str]) -> None:
+        """Delete the files this transaction wrote here except ``keep`` (a redo rebuilt the table's state in
+        another :class:`TableWork`, which stages ``keep``)."""
+        for add in [*self.added.values(), *self.dropped.values()]:
+            if add.path not in keep:
+                self._delete_own(add)
+        self.added.clear()
+        self.dropped.clear()
+
+    def release_dropped(self) -> None:
+        """Delete the files this transaction wrote and replaced again (none of them was ever published)."""
+        dropped, self.dropped = list(self.dropped.values()), {}
+        for add in dropped:
+            self._delete_own(add)
+
+    def apply_effect(self, effect: TableEffect) -> None:
+        """Stage a statement's recorded effect again without running it (a redo keeps the statement): its
+        removes and adds, its reads and operations. The caller checked that every file it read is live here."""
+        for path in effect.unstaged:
+            self._drop_file(self.added[path])
+        for remove in effect.removed:
+            self.removed[remove.path] = remove
+        for add in effect.staged:
+            self.added[add.path] = add
+            self.dropped.pop(add.path, None)
+        self.operations.extend(effect.operations)
+        self.dml_predicates.extend(effect.dml_predicates)
+        self.dml_files.update(effect.dml_files)
+        self.query_predicates.extend(effect.query_predicates)
+        self.query_files.update(effect.query_files)
+        self.only_appends = self.only_appends and effect.only_appends
+        self.dv_files.extend(effect.dv_files)
 
     def _delete_own(self, add: Add) -> None:
         """Delete a data file this transaction wrote. Only such a file: its name carries the txid (``part-<txid>-``);
@@ -500,6 +550,11 @@ class TableWork:
             return
         store, key = resolve_file(self.store, self.entry.path, add.path)
         store.delete(key)
+
+
+def file_key(file: Add | Remove) -> FileKey:
+    """The logical file ``(path, DV)`` an add or remove names."""
+    return file.path, unique_id(file.deletion_vector)
 
 
 def _bins(files: Sequence[Add], target_bytes: int, *, whole: bool) -> list[list[Add]]:

@@ -92,8 +92,16 @@ from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, Wr
 from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, settled_view
 from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
-from txlake.txn.staging import TableWork
-from txlake.txn.sublog import StatementForm, SublogHeader, SublogWriter, statement_form
+from txlake.txn.redo import changed_files, keepable
+from txlake.txn.staging import FileKey, TableWork
+from txlake.txn.sublog import (
+    StagedState,
+    StatementForm,
+    SublogHeader,
+    SublogWriter,
+    TableEffect,
+    statement_form,
+)
 from txlake.typenames import spark_type_name
 
 if TYPE_CHECKING:
@@ -134,6 +142,11 @@ class _Statement:
     kwargs: dict[str, Any]
     replayable: bool = True
     """False for a resumed statement whose arguments are not in its sublog form (redo then raises)."""
+    effect: TableEffect | None = None
+    """What it did to its table's staged state (``None``: not known, as for a resumed statement: a redo then
+    runs it again rather than keeping it)."""
+    reads: tuple[FileKey, ...] = ()
+    """The files it read (its candidates, its own earlier staged files included)."""
 
 
 def _statement(method: F) -> F:
@@ -142,11 +155,14 @@ def _statement(method: F) -> F:
     @functools.wraps(method)
     def run(self: Transaction, name: str, *args: Any, **kwargs: Any) -> Any:
         before = self._staged_paths(name)
+        state = self._staged_state(name) if not self._replaying else None
         result = method(self, name, *args, **kwargs)
         if not self._replaying:
             entry = self._view.table_by_name(name) if isinstance(name, str) else None
             if entry is not None:
-                self._statements.setdefault(entry.id, []).append(_Statement(method.__name__, name, args, kwargs))
+                effect, reads = self._effect_since(entry, state)
+                statement = _Statement(method.__name__, name, args, kwargs, effect=effect, reads=reads)
+                self._statements.setdefault(entry.id, []).append(statement)
                 self._log_statement(method.__name__, name, entry.id, args, kwargs, before)
         return result
 
@@ -1291,7 +1307,16 @@ class Transaction:
             raise
         self._status = "committed"
         self.result = result
+        self._release_dropped()
         return result
+
+    def _release_dropped(self) -> None:
+        """After the commit: delete the files this transaction wrote and replaced itself (never published)."""
+        for work in self._work.values():
+            try:
+                work.release_dropped()
+            except TxlakeError as exc:  # left as orphans for vacuum: their names carry the txid
+                _log.debug("txlake: %s: deleting replaced staged files: %s", self.txid, exc)
 
     def _commit(self) -> CommitResult:
         if self._lease is not None:
@@ -1304,7 +1329,7 @@ class Transaction:
         # fail and names the winner); when racing others it is likely stale, and a lost claim costs more
         fresh = not self._ctx.racing and time.monotonic() - self._started < START_VIEW_REUSE
         view = self._start_view if fresh else self._ctx.view()
-        redos = 0
+        redos: dict[str, int] = {}  # redos per table in this commit
         while True:
             claimed = view.claimed_state()
             self._validate_catalog(claimed)
@@ -1314,7 +1339,6 @@ class Transaction:
                 redone = self._redo_after(exc, redos, checked, seen) if time.monotonic() < deadline else None
                 if redone is None:
                     raise
-                redos += 1
                 view = redone
                 continue
             record = self._record(view, bases)
@@ -1386,7 +1410,7 @@ class Transaction:
             )
 
     def _redo_after(
-        self, conflict: ConflictError, redos: int, checked: dict[str, int], seen: set[tuple[str, int]]
+        self, conflict: ConflictError, redos: dict[str, int], checked: dict[str, int], seen: set[tuple[str, int]]
     ) -> LogView | None:
         """Resolve a data conflict by redo: re-execute the conflicting table's statements on its newest decided
         snapshot (this transaction's other tables keep what they staged); the newer view to validate again, or
@@ -1402,7 +1426,7 @@ class Transaction:
         if not self._owns_files():
             return None  # taken over: the staged files are the new holder's
         entry = self._view.table_by_name(conflict.table) if conflict.table else None
-        if redos >= MAX_REDOS or entry is None or entry.id in self._unadopted:
+        if sum(redos.values()) >= MAX_REDOS or entry is None or entry.id in self._unadopted:
             return None
         work = self._work.get(entry.id)
         statements = self._statements.get(entry.id)
@@ -1415,8 +1439,10 @@ class Transaction:
             or not all(s.replayable for s in statements)
         ):
             return None
-        if redos:  # conflicted again after a redo: a hot table; back off (full jitter) as lake.run does
-            time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**redos)))
+        again = redos.get(entry.id, 0)
+        if again:  # this table conflicted again after its redo: a hot table; back off (full jitter) as lake.run does
+            time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**again)))
+        redos[entry.id] = again + 1
         # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
         # their lease), not just the one that conflicted: under contention each redo would meet the next one
         view = self._ctx.view()
@@ -1436,20 +1462,54 @@ class Transaction:
             entry.name,
             snapshot.version,
         )
-        # a resumed append's data is in its staged files: they are staged again, not deleted
-        work.discard(keep={a.path for s in statements if s.method.endswith("_staged") for a in s.args[0]})
-        self._work[entry.id] = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
-        self._replaying = True
-        try:
-            for statement in statements:
-                getattr(self, statement.method)(statement.name, *statement.args, **statement.kwargs)
-        finally:
-            self._replaying = False
+        self._redone += self._redo_statements(entry, work, snapshot, statements)
         checked[entry.id] = snapshot.version
         seen.difference_update({key for key in seen if key[0] == entry.id})
         self._probed.pop(entry.id, None)
-        self._redone += len(statements)
         return view
+
+    def _redo_statements(
+        self, entry: TableEntry, work: TableWork, snapshot: Snapshot, statements: Sequence[_Statement]
+    ) -> int:
+        """Rebuild ``entry``'s staged state on ``snapshot``: each statement either keeps what it staged (nothing
+        it read changed, and no file it might have read appeared) or runs again. Returns the number run again.
+
+        A statement is kept only when it would do exactly the same on the new state: every file it read is
+        there unchanged (the same logical file ``(path, DV)``), and no file it did not see (added by the
+        concurrent commits, or written differently by a statement run again) may hold a row its conditions
+        match. Running a statement again is always correct; keeping one saves its reads and writes.
+        """
+        new = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
+        changes = changed_files(work.snapshot, snapshot) if keepable(work, snapshot, statements) else None
+        if changes is None:
+            # a resumed append's data is in its staged files: they are staged again, not deleted
+            work.discard(keep={a.path for s in statements if s.method.endswith("_staged") for a in s.args[0]})
+        self._work[entry.id] = new
+        out: list[_Statement] = []
+        try:
+            for statement in statements:
+                assert statement.effect is not None or changes is None
+                if changes is not None and not changes.affects(statement, new):
+                    assert statement.effect is not None
+                    new.apply_effect(statement.effect)
+                    out.append(statement)
+                    continue
+                before = (StagedState.of(new), len(new.read_keys))
+                self._replaying = True
+                try:
+                    getattr(self, statement.method)(statement.name, *statement.args, **statement.kwargs)
+                finally:
+                    self._replaying = False
+                effect, reads = self._effect_since(entry, before)
+                if changes is not None:
+                    assert statement.effect is not None and effect is not None
+                    changes.redone(statement.effect, effect, before[0], new)
+                out.append(dataclasses.replace(statement, effect=effect, reads=reads))
+        finally:
+            if changes is not None:  # what only the first run staged: never published, never read again
+                work.forget(keep=set(new.added) | set(new.dropped))
+        self._statements[entry.id] = out
+        return sum(1 for a, b in zip(statements, out, strict=False) if a is not b)
 
     def _after_claim(self, record: GlobalRecord) -> None:
         """A transaction that re-adds old files (restore, clone) looks for a vacuum horizon above their version
@@ -1481,6 +1541,23 @@ class Transaction:
         )
 
     # ------------------------------------------------------------------------------------------ sublog
+
+    def _staged_state(self, name: object) -> tuple[StagedState, int] | None:
+        """A table's staged state and the length of its read log, before a statement (``None``: no work yet)."""
+        entry = self._view.table_by_name(name) if isinstance(name, str) else None
+        work = self._work.get(entry.id) if entry is not None else None
+        return None if work is None else (StagedState.of(work), len(work.read_keys))
+
+    def _effect_since(
+        self, entry: TableEntry, before: tuple[StagedState, int] | None
+    ) -> tuple[TableEffect | None, tuple[FileKey, ...]]:
+        """A statement's effect on ``entry``'s staged state and the files it read, from the state ``before`` it."""
+        work = self._work.get(entry.id)
+        if work is None:
+            return None, ()
+        state, reads = before if before is not None else (None, 0)
+        effect = StagedState.of(work).effect_since(state) or TableEffect(entry.id, entry.path)
+        return effect, tuple(work.read_keys[reads:])
 
     def _staged_paths(self, name: object) -> frozenset[str]:
         entry = self._view.table_by_name(name) if isinstance(name, str) else None
