@@ -101,3 +101,20 @@ def test_ycsb_bench_on_an_existing_s3_server(
     doc = _load(tmp_path)
     assert list(doc["parameters"]["stores"]) == ["s3"]
     _check_rows(doc, ["s3 2c"])
+
+
+def test_ycsb_bench_with_batched_updates(tmp_path: Path) -> None:
+    """``--batch 3``: each update transaction carries three YCSB updates per table; each counts as one operation
+    and every one of them is in the data (the counter check covers the batch)."""
+    pytest.importorskip("deltalake")
+    out = tmp_path / "results"
+
+    rc = main(["bench", "ycsb", "--clients", "2", *TINY[3:], "--batch", "3", "--stores", "file", "--out", str(out)])
+
+    assert rc == 0
+    doc = _load(out)
+    assert doc["parameters"]["batch"] == 3
+    _check_rows(doc, ["file 2c"])
+    for m in doc["rows"][0]["params"]["modes"].values():
+        if m["available"]:
+            assert m["updates"] % 3 == 0 and m["updates"] > 0

@@ -31,6 +31,12 @@ def _name(value: object) -> str:
     return str(getattr(value, "name", value))
 
 
+# a campaign is hundreds of cases of real requests (SeaweedFS: each case waits out a 0.2 s lease or more): on a
+# busy 2-core machine one scenario has taken over 5 minutes
+CAMPAIGN_TIMEOUT = 1200
+
+
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize(
     ("scenario", "minimum"),
     [
@@ -52,6 +58,7 @@ def test_campaign_file(scenario: Scenario, minimum: int, tmp_path: Path) -> None
 
 
 @pytest.mark.s3
+@pytest.mark.timeout(CAMPAIGN_TIMEOUT)
 @pytest.mark.parametrize(
     ("scenario", "minimum"),
     [

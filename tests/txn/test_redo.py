@@ -249,3 +249,69 @@ def test_a_statement_run_again_that_writes_other_rows_makes_later_ones_run_again
     assert tx.commit().redone == 2  # the first and the third; the second (another file) kept its file
     rows = _big(lake)
     assert 4 not in rows and rows[-2000] == 1 and rows[70] == 1
+
+
+def _three_rows(tmp_path: Path) -> txlake.Lakehouse:
+    lake = txlake.connect(tmp_path.as_uri())
+    lake.create_table("a.t", "k bigint, v bigint")
+    with lake.transaction() as tx:  # three files
+        tx.append("a.t", pa.table({"k": [1], "v": [1]}))
+        tx.append("a.t", pa.table({"k": [2], "v": [9223372036854775000]}))
+        tx.append("a.t", pa.table({"k": [3], "v": [3]}))
+    return lake
+
+
+def _rows(lake: txlake.Lakehouse) -> list[tuple[int, int]]:
+    return sorted((r["k"], r["v"]) for r in lake.read_arrow("a.t").to_pylist())
+
+
+@pytest.mark.parametrize("conflict", [False, True])
+def test_a_statement_that_fails_part_way_leaves_no_effect(tmp_path: Path, conflict: bool) -> None:
+    """An update rewrites the first file, then overflows on the second: the application catches the error and
+    goes on. Nothing of the failed update stays (with or without a redo later), and its file is deleted."""
+    lake = _three_rows(tmp_path)
+    tx = lake.transaction()
+    with pytest.raises(txlake.PredicateError, match="overflow"):
+        tx.update("a.t", {"v": "v + 1000"}, "k <= 2")
+    assert tx.update("a.t", {"v": "v + 1"}, "v = 1") == 1  # sees k = 1 as it was: the failed update undone
+    tx.update("a.t", {"v": "v + 1"}, "k = 3")
+    if conflict:
+        with lake.transaction() as other:
+            other.update("a.t", {"v": "v + 5"}, "k = 3")  # conflicts with the last statement only
+    result = tx.commit()
+    assert result.redone == (1 if conflict else 0)
+    assert _rows(lake) == [(1, 2), (2, 9223372036854775000), (3, 9 if conflict else 4)]
+    # the two updates' files, and not the failed update's nor a redone statement's first file
+    written = [m.path for m in lake.store.list("") if tx.txid in m.path and m.path.endswith(".parquet")]
+    assert len(written) == 2
+
+
+def test_a_redo_that_keeps_every_statement_still_checks_a_new_protocol(tmp_path: Path) -> None:
+    """A conflict whose changes are gone again by the time of the redo, and meanwhile the table got a CHECK
+    constraint from a plain Delta writer, adopted (a feature txlake cannot enforce): the statements must be
+    checked against the new table, not kept as they were, so the commit is refused as the statement alone
+    would be."""
+    lake = _three_rows(tmp_path)
+    tx = lake.transaction()
+    tx.update("a.t", {"v": "-1"}, "k = 3")
+    tx.update("a.t", {"v": "v + 1"}, "k = 5")  # matches nothing now
+    with lake.transaction() as other:  # a row the second update matches: a data conflict
+        other.append("a.t", pa.table({"k": [5], "v": [500]}))
+    with lake.transaction() as other:
+        other.delete("a.t", "k = 5")
+    deltalake = pytest.importorskip("deltalake")
+    deltalake.DeltaTable(lake.table_location("a.t")).alter.add_constraint({"pos": "v > 0"})  # a plain writer
+    lake.run(lambda t: t.adopt("a.t"))
+    with pytest.raises(txlake.UnsupportedFeatureError, match="CHECK constraints"):
+        tx.commit()
+    assert tx.status == "aborted"
+    assert _rows(lake) == [(1, 1), (2, 9223372036854775000), (3, 3)]
+
+
+def test_files_replaced_within_a_read_only_commit_are_deleted(tmp_path: Path) -> None:
+    lake = _three_rows(tmp_path)
+    tx = lake.transaction()
+    tx.append("a.t", pa.table({"k": [7], "v": [7]}))
+    tx.delete("a.t", "k = 7")
+    assert tx.commit().read_only
+    assert [m.path for m in lake.store.list("") if tx.txid in m.path] == []

@@ -36,6 +36,7 @@ from txlake.errors import (
     ObjectNotFoundError,
     SimulatedCrash,
     StorageError,
+    TxlakeError,
 )
 from txlake.storage import ObjectStore
 
@@ -152,7 +153,9 @@ def take_over(store: ObjectStore, txid: str, lease_seconds: float, *, owner: str
 class LeaseHandle:
     """A lease this client holds; renewed by its :class:`Heartbeat` until released."""
 
-    def __init__(self, lease: Lease, lease_seconds: float) -> None:
+    def __init__(self, lease: Lease, lease_seconds: float, store: ObjectStore | None = None) -> None:
+        self._store = store
+        """Where :meth:`ensure` renews the lease itself when the heartbeat is late (``None``: it never does)."""
         self._lock = threading.Lock()
         self._renewing = threading.Lock()
         """Held for a whole renewal: a release waits for one in flight, so its PUT never recreates a deleted lease."""
@@ -177,6 +180,14 @@ class LeaseHandle:
         margin = self.lease_seconds * SAFETY_FRACTION if margin is None else margin
         with self._lock:
             lost, lease = self.lost, self._lease
+        if lost is None and now_ms() + margin * 1000 >= lease.expires_ms and self._store is not None:
+            # the heartbeat is late (a busy machine): renew here, before the lease expires
+            try:
+                self.renew(self._store)
+            except TxlakeError as exc:
+                raise LeaseLostError(f"transaction {lease.txid}'s lease could not be renewed in time: {exc}") from exc
+            with self._lock:
+                lost, lease = self.lost, self._lease
         if lost is not None:
             raise LeaseLostError(f"transaction {lease.txid} lost its lease: {lost}")
         if now_ms() + margin * 1000 >= lease.expires_ms:
@@ -204,6 +215,9 @@ class LeaseHandle:
             return
         renewed = replace(lease, renewed_ms=now, expires_ms=now + int(self.lease_seconds * 1000))
         store.put(lease_path(lease.txid, lease.epoch), renewed.to_bytes())
+        if now_ms() >= lease.expires_ms:  # it landed after the old expiry: a taker may have read it expired
+            self._lose("the lease expired while the heartbeat renewed it")
+            return
         with self._lock:
             if not self.released and self.lost is None:
                 self._lease = renewed
@@ -243,7 +257,7 @@ class Heartbeat:
 
     def adopt(self, lease: Lease) -> LeaseHandle:
         """Keep renewing a lease this client already wrote (``hold``, or :func:`take_over`)."""
-        handle = LeaseHandle(lease, self.lease_seconds)
+        handle = LeaseHandle(lease, self.lease_seconds, self.store)
         with self._lock:
             self._handles[lease.txid] = handle
             if self._thread is None or not self._thread.is_alive():

@@ -40,14 +40,15 @@ class RecordedStatement(Protocol):
 
 def keepable(work: TableWork, snapshot: Snapshot, statements: Sequence[RecordedStatement]) -> bool:
     """Whether statements of ``work`` may be kept on ``snapshot`` at all: each one's effect is known, the table
-    had a snapshot, its schema and partitioning are the same, and no deletion vector was written (a DV changes
-    a file in place: the redo then runs every statement again)."""
+    had a snapshot, its metadata (schema, partitioning, properties) and protocol are the same -- a statement run
+    again checks them, one kept would not -- and no deletion vector was written (a DV changes a file in place).
+    Otherwise the redo runs every statement again."""
     base = work.snapshot
     return (
         base is not None
         and not work.dv_files
-        and base.metadata.schema_string == snapshot.metadata.schema_string
-        and base.metadata.partition_columns == snapshot.metadata.partition_columns
+        and base.metadata == snapshot.metadata  # schema, partitioning, properties (constraints, append-only...)
+        and base.protocol == snapshot.protocol  # features a statement checks before it writes
         and all(s.effect is not None for s in statements)
     )
 

@@ -517,6 +517,48 @@ class TableWork:
         self.added.clear()
         self.dropped.clear()
 
+    def mark(self) -> WorkMark:
+        """The staged state now, to :meth:`roll_back` to if the statement about to run fails."""
+        return WorkMark(
+            added=dict(self.added),
+            removed=dict(self.removed),
+            dropped=dict(self.dropped),
+            operations=len(self.operations),
+            dml_predicates=len(self.dml_predicates),
+            dml_files=frozenset(self.dml_files),
+            query_predicates=len(self.query_predicates),
+            query_files=frozenset(self.query_files),
+            only_appends=self.only_appends,
+            dv_files=len(self.dv_files),
+            read_keys=len(self.read_keys),
+            new_metadata=self.new_metadata,
+            created_metadata=self.created_metadata,
+        )
+
+    def roll_back(self, mark: WorkMark) -> None:
+        """Undo a statement that failed part-way: the staged state becomes ``mark`` again, the files written
+        since are deleted, and the staged files replaced since are staged again (a statement has all its
+        effect or none)."""
+        written = [
+            a for p, a in [*self.added.items(), *self.dropped.items()] if p not in mark.added and p not in mark.dropped
+        ]
+        dv_files = self.dv_files[mark.dv_files :]
+        self.added, self.removed, self.dropped = dict(mark.added), dict(mark.removed), dict(mark.dropped)
+        del self.operations[mark.operations :]
+        del self.dml_predicates[mark.dml_predicates :]
+        self.dml_files = set(mark.dml_files)
+        del self.query_predicates[mark.query_predicates :]
+        self.query_files = set(mark.query_files)
+        self.only_appends = mark.only_appends
+        del self.dv_files[mark.dv_files :]
+        del self.read_keys[mark.read_keys :]
+        self.new_metadata, self.created_metadata = mark.new_metadata, mark.created_metadata
+        for add in written:
+            self._delete_own(add)
+        if self.owns_files is None or self.owns_files():
+            for key in dv_files:
+                self.store.delete(key)
+
     def release_dropped(self) -> None:
         """Delete the files this transaction wrote and replaced again (none of them was ever published)."""
         dropped, self.dropped = list(self.dropped.values()), {}
@@ -550,6 +592,30 @@ class TableWork:
             return
         store, key = resolve_file(self.store, self.entry.path, add.path)
         store.delete(key)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkMark:
+    """A :class:`TableWork`'s staged state at one moment (:meth:`TableWork.mark`)."""
+
+    added: dict[str, Add]
+    removed: dict[str, Remove]
+    dropped: dict[str, Add]
+    operations: int
+    dml_predicates: int
+    dml_files: frozenset[str]
+    query_predicates: int
+    query_files: frozenset[str]
+    only_appends: bool
+    dv_files: int
+    read_keys: int
+    new_metadata: Metadata | None
+    created_metadata: Metadata | None
+
+    @classmethod
+    def empty(cls) -> WorkMark:
+        """The state of a table's work before its first statement."""
+        return cls({}, {}, {}, 0, 0, frozenset(), 0, frozenset(), True, 0, 0, None, None)
 
 
 def file_key(file: Add | Remove) -> FileKey:

@@ -93,7 +93,7 @@ from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, sett
 from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.redo import changed_files, keepable
-from txlake.txn.staging import FileKey, TableWork
+from txlake.txn.staging import FileKey, TableWork, WorkMark
 from txlake.txn.sublog import (
     StagedState,
     StatementForm,
@@ -156,7 +156,12 @@ def _statement(method: F) -> F:
     def run(self: Transaction, name: str, *args: Any, **kwargs: Any) -> Any:
         before = self._staged_paths(name)
         state = self._staged_state(name) if not self._replaying else None
-        result = method(self, name, *args, **kwargs)
+        mark = self._mark(name)
+        try:
+            result = method(self, name, *args, **kwargs)
+        except Exception:
+            self._roll_back(name, mark)  # a statement has all its effect or none
+            raise
         if not self._replaying:
             entry = self._view.table_by_name(name) if isinstance(name, str) else None
             if entry is not None:
@@ -1293,6 +1298,7 @@ class Transaction:
                     raise
             self._status = "committed"
             self.result = CommitResult(self.read_version, self.read_version, read_only=True)
+            self._release_dropped()
             return self.result
         try:
             result = self._commit()
@@ -1455,14 +1461,20 @@ class Transaction:
         if entry.id not in decided.tables:
             return None  # dropped meanwhile: the catalog validation reports it
         snapshot = self._ctx.snapshots.get(entry, decided.table_versions[entry.id])
+        redone = self._redo_statements(entry, work, snapshot, statements)
         _log.debug(
-            "txlake: %s redoes %d statement(s) on %s at Delta version %d",
+            "txlake: %s: %s with global version %s; ran %d of %d statement(s) on %s again at Delta version %d "
+            "(global version %d)",
             self.txid,
+            type(conflict).__name__,
+            conflict.winning_version,
+            redone,
             len(statements),
             entry.name,
             snapshot.version,
+            decided.version,
         )
-        self._redone += self._redo_statements(entry, work, snapshot, statements)
+        self._redone += redone
         checked[entry.id] = snapshot.version
         seen.difference_update({key for key in seen if key[0] == entry.id})
         self._probed.pop(entry.id, None)
@@ -1541,6 +1553,23 @@ class Transaction:
         )
 
     # ------------------------------------------------------------------------------------------ sublog
+
+    def _mark(self, name: object) -> WorkMark:
+        entry = self._view.table_by_name(name) if isinstance(name, str) else None
+        work = self._work.get(entry.id) if entry is not None else None
+        return work.mark() if work is not None else WorkMark.empty()
+
+    def _roll_back(self, name: object, mark: WorkMark) -> None:
+        """Undo what a failed statement staged on ``name`` (its files deleted; a failed delete leaves an orphan
+        for vacuum, whose name carries the txid)."""
+        entry = self._view.table_by_name(name) if isinstance(name, str) else None
+        work = self._work.get(entry.id) if entry is not None else None
+        if work is None:
+            return
+        try:
+            work.roll_back(mark)
+        except TxlakeError as exc:
+            _log.warning("txlake: %s: undoing a failed statement on %s: %s", self.txid, work.entry.name, exc)
 
     def _staged_state(self, name: object) -> tuple[StagedState, int] | None:
         """A table's staged state and the length of its read log, before a statement (``None``: no work yet)."""
