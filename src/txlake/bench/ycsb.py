@@ -17,7 +17,9 @@ permutation of the ranks), one for each table, and is one of:
   as YCSB's are.)
 * **update**: one write-only, multi-table transaction that updates the row in each table:
   ``tx.update(t, {"field0": "'<100 new bytes>'", "updates": "updates + 1"}, where="key = k")`` on ``a`` and
-  on ``b``. This is YCSB's update (one field rewritten), made atomic across the two tables.
+  on ``b``. This is YCSB's update (one field rewritten), made atomic across the two tables. With ``--batch K``
+  the transaction carries K such updates (K key pairs, 2K statements), as a client bundling its operations;
+  each counts as one operation.
 
 Modes (``--modes``), each on fresh tables with the same keys and seeds:
 

@@ -869,16 +869,24 @@ class Transaction:
                     argument="tables",
                 )
             self.rename_table(now.name, then.name)
-        work = self._writable(then.name)
-        current = work.metadata
+        seen = self._table(then.name)
+        current = seen.metadata
         restored = dataclasses.replace(
             delta.metadata, id=current.id, configuration=_kept_max_column_id(delta.metadata, current)
         )
-        if (current.schema_string, current.partition_columns, dict(current.configuration)) != (
+        altered = (current.schema_string, current.partition_columns, dict(current.configuration)) != (
             restored.schema_string,
             restored.partition_columns,
             dict(restored.configuration),
-        ):  # altered since: its metadata of then comes back with its files (a metadata change, like an alter)
+        )
+        then_files = {path: unique_id(add.deletion_vector) for path, add in delta.files.items()}
+        if not altered and {a.path: unique_id(a.deletion_vector) for a in seen.live_files()} == then_files:
+            # as it was then: nothing to write (so a table txlake only reads may be part of a restore); its
+            # files are a read of the restore, so a concurrent change of the table conflicts with it
+            seen.plan_query(None)
+            return 0, 0
+        work = self._writable(then.name)
+        if altered:  # altered since: its metadata of then comes back with its files (a metadata change, like an alter)
             check_write_support(work.snapshot.protocol if work.snapshot else delta.protocol, restored)
             work.change_metadata(restored, "RESTORE METADATA")
             changed = {k: v for k, v in then.properties.items() if work.entry.properties.get(k) != v}
