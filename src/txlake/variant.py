@@ -47,3 +47,18 @@ def children(dtype: pa.DataType) -> list[pa.Field]:
 def has_variant(dtype: pa.DataType) -> bool:
     """Whether ``dtype`` is a variant or holds one at any nesting level."""
     return is_variant(dtype) or any(has_variant(f.type) for f in children(dtype))
+
+
+def unmarked(field: pa.Field) -> pa.Field:
+    """``field`` with every variant marker removed, at any nesting level (a plain struct of the same shape)."""
+    dtype = field.type
+    if pa.types.is_struct(dtype):
+        dtype = pa.struct([unmarked(f) for f in children(dtype)])
+    elif pa.types.is_large_list(dtype):
+        dtype = pa.large_list(unmarked(dtype.value_field))
+    elif pa.types.is_list(dtype):
+        dtype = pa.list_(unmarked(dtype.value_field))
+    elif pa.types.is_map(dtype):
+        dtype = pa.map_(unmarked(dtype.key_field), unmarked(dtype.item_field), keys_sorted=dtype.keys_sorted)
+    metadata = {k: v for k, v in (field.metadata or {}).items() if k != b"variant"} or None
+    return pa.field(field.name, dtype, nullable=field.nullable, metadata=metadata)

@@ -371,3 +371,44 @@ def test_update_cast_failure_in_merge_is_schema_mismatch() -> None:
     with pytest.raises(SchemaMismatchError) as info:
         merge_rows(target_files(), source(id=[1]), on="t.id = s.id", matched_update={"qty": "'many'"}, table_name="x")
     assert info.value.columns == ("qty",)
+
+
+def test_merge_and_update_replace_some_rows_of_nested_columns(tmp_path: object) -> None:
+    """Arrow has no replace_with_mask kernel for structs, lists and maps: a MERGE upsert with ``*`` (and an
+    UPDATE) changing some rows of a table with nested columns replaces exactly those rows."""
+    import txlake
+
+    nested = pa.schema(
+        [
+            ("k", pa.int64()),
+            ("s", pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            ("l", pa.list_(pa.int64())),
+            ("m", pa.map_(pa.string(), pa.int64())),
+            ("s2", pa.struct([("a", pa.int64()), ("b", pa.string())])),
+        ]
+    )
+
+    def rows(ks: list[int], tag: str) -> pa.Table:
+        return pa.table(
+            {
+                "k": ks,
+                "s": [{"a": k, "b": f"{tag}{k}"} for k in ks],
+                "l": [[k] * k for k in ks],
+                "m": [[(tag, k)] for k in ks],
+                "s2": [{"a": -k, "b": "two"} for k in ks],
+            },
+            schema=nested,
+        )
+
+    lake = txlake.connect(f"file://{tmp_path}")
+    lake.create_table("a.t", nested)
+    lake.run(lambda tx: tx.append("a.t", rows([1, 2, 3], "old")))
+    upsert = {"when_matched_update": "*", "when_not_matched_insert": "*"}
+    lake.run(lambda tx: tx.merge("a.t", rows([2, 4], "new"), "t.k = s.k", **upsert))
+    lake.run(lambda tx: tx.update("a.t", {"s": "s2"}, "k = 3"))
+    got = {r["k"]: r for r in lake.read_arrow("a.t").to_pylist()}
+    assert sorted(got) == [1, 2, 3, 4]
+    assert got[1]["s"] == {"a": 1, "b": "old1"} and got[1]["l"] == [1] and got[1]["m"] == [("old", 1)]
+    assert got[2]["s"] == {"a": 2, "b": "new2"} and got[2]["l"] == [2, 2] and got[2]["m"] == [("new", 2)]
+    assert got[3]["s"] == {"a": -3, "b": "two"} and got[3]["l"] == [3, 3, 3]
+    assert got[4]["s"] == {"a": 4, "b": "new4"}

@@ -135,3 +135,20 @@ def test_a_whole_lakehouse_restore_passes_over_an_unchanged_variant_table(lake: 
 
     assert lake.read_arrow("app.t")["k"].to_pylist() == [1]
     assert rows(lake.read_arrow("ext.v")) == before
+
+
+def test_a_marked_struct_merges_into_a_plain_struct_column_as_append_takes_it(tmp_path: Path) -> None:
+    """A source column carrying the variant marker, into a table whose column is the plain struct of that shape:
+    MERGE takes it as append does (the bytes as they are), instead of refusing every source reference."""
+    from txlake.variant import VARIANT
+
+    plain = pa.struct([pa.field("metadata", pa.binary(), False), pa.field("value", pa.binary(), False)])
+    lake = txlake.connect(tmp_path.as_uri())
+    lake.create_table("a.t", pa.schema([("k", pa.int64()), ("s", plain)]))
+    source = pa.table({"k": [1, 2], "s": pa.array([{"metadata": b"\x01", "value": b"\x0c"}] * 2, VARIANT)})
+    lake.run(lambda tx: tx.append("a.t", source.slice(0, 1)))
+    lake.run(lambda tx: tx.merge("a.t", source, "t.k = s.k", when_matched_update="*", when_not_matched_insert="*"))
+    assert lake.read_arrow("a.t").sort_by("k").to_pylist() == [
+        {"k": 1, "s": {"metadata": b"\x01", "value": b"\x0c"}},
+        {"k": 2, "s": {"metadata": b"\x01", "value": b"\x0c"}},
+    ]

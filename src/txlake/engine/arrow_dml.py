@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,6 +35,20 @@ _CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
 # ------------------------------------------------------------------------------------------- helpers
+
+
+def replace_masked(column: pa.Array, mask: pa.Array, replacements: pa.Array) -> pa.Array:
+    """``column`` with its rows where ``mask`` is true replaced, in order, by ``replacements`` (one per true
+    row): ``pc.replace_with_mask``, which has no kernel for structs, lists and maps; those are taken from
+    ``column`` followed by ``replacements``."""
+    if not pa.types.is_nested(column.type):
+        return pc.replace_with_mask(column, mask, replacements)
+    if isinstance(replacements, pa.ChunkedArray):
+        replacements = replacements.combine_chunks()
+    hits = np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    indices = np.arange(len(column), dtype=np.int64)
+    indices[hits] = len(column) + np.arange(int(hits.sum()), dtype=np.int64)
+    return pa.concat_arrays([column, replacements.cast(column.type)]).take(pa.array(indices))
 
 
 def conform_column(values: pa.Array | pa.ChunkedArray, target: pa.Field, *, table: str | None = None) -> pa.Array:
@@ -118,7 +133,7 @@ def update_rows(
         expr = targets.get(f.name)
         if expr is not None:
             new = conform_column(expr.evaluate(subset), f, table=table)
-            column = new if count == data.num_rows else pc.replace_with_mask(column, hit, new)
+            column = new if count == data.num_rows else replace_masked(column, hit, new)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=data.schema), count
 
@@ -436,7 +451,7 @@ def merge_rows(
         for f in schema:
             column = all_rows.column(f.name).combine_chunks()
             if f.name in new_values:
-                column = pc.replace_with_mask(column, updated, new_values[f.name])
+                column = replace_masked(column, updated, new_values[f.name])
             columns.append(column)
         result_rows = pa.Table.from_arrays(columns, schema=schema)
 

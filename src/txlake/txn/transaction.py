@@ -103,6 +103,7 @@ from txlake.txn.sublog import (
     statement_form,
 )
 from txlake.typenames import spark_type_name
+from txlake.variant import has_variant, unmarked
 
 if TYPE_CHECKING:
     from txlake.txn.context import LakeContext
@@ -1244,6 +1245,10 @@ class Transaction:
     def _merge_arrow(self, name: str, source: pa.Table, spec: MergeSpec) -> MergeMetrics:
         """MERGE an Arrow table in this process over every live file of the target."""
         work = self._writable(name)
+        if any(has_variant(f.type) for f in source.schema):
+            # the target has no variant (txlake writes none): a marked struct goes in as the plain struct it is, as
+            # append takes it, instead of making every source column reference a variant read
+            source = source.cast(pa.schema([unmarked(f) for f in source.schema], metadata=source.schema.metadata))
         files = work.live_files()
         work.record_dml(None, files)  # merge reads the whole target: conservative read set
         targets = [work.read_one(a) for a in files]
