@@ -179,6 +179,11 @@ class _Parser:
         if token is None:
             raise self.error("expected a type (" + ", ".join(SPARK_TYPES) + ")")
         if token.kind != "word":
+            if token.text == ".":
+                raise self.error(
+                    "expected a type, found '.': a column list names top-level columns (a field inside a struct "
+                    "cannot be added here; a name with a dot in it is written in backticks: `a.b`)"
+                )
             raise self.error(f"expected a type, found {token.text!r}")
         self.i += 1
         word = token.text.lower()

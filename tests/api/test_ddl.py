@@ -85,3 +85,9 @@ def test_create_table_takes_a_ddl_string(tmp_path: Path) -> None:
     lake = txlake.connect(f"file://{tmp_path}")
     lake.create_table("s.t", "id long NOT NULL, v string")
     assert lake.snapshot().schema("s.t") == pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+
+
+def test_a_dotted_column_name_in_a_column_list_says_what_to_do() -> None:
+    with pytest.raises(DdlError, match="a field inside a struct cannot be added here") as info:
+        parse_ddl_schema("`s`.c bigint")
+    assert "^" in str(info.value)

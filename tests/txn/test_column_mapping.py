@@ -231,6 +231,7 @@ def test_nested_rename_and_drop_mistakes_are_typed_and_change_nothing(tmp_path: 
         ({"drop_columns": ["s.a", "s.c", "s.inner"]}, txlake.InvalidArgumentError),  # a struct with no field left
         ({"drop_columns": ["s"], "rename_columns": {"s.a": "b"}}, txlake.InvalidArgumentError),
         ({"drop_columns": ["s.a"], "rename_columns": {"s.a": "b"}}, txlake.InvalidArgumentError),
+        ({"drop_columns": ["s", "s.a"]}, txlake.InvalidArgumentError),
         ({"drop_columns": ["`s"]}, txlake.InvalidArgumentError),  # unclosed backtick
         ({"drop_columns": ["s..a"]}, txlake.InvalidArgumentError),
         ({"rename_columns": {"s.a": ""}}, txlake.InvalidArgumentTypeError),
@@ -238,6 +239,11 @@ def test_nested_rename_and_drop_mistakes_are_typed_and_change_nothing(tmp_path: 
         with pytest.raises(error), lake.transaction() as tx:
             tx.alter_table("s.n", **kwargs)  # type: ignore[arg-type]
     assert lake.version() == version
+    with pytest.raises(txlake.InvalidArgumentError, match="both renamed and dropped"), lake.transaction() as tx:
+        tx.alter_table("s.n", rename_columns={"s.a": "b"}, drop_columns=["s.a"])
+    inside = r"s\.a \(in s\) is a field of a column dropped"
+    with pytest.raises(txlake.InvalidArgumentError, match=inside), lake.transaction() as tx:
+        tx.alter_table("s.n", rename_columns={"s.a": "b"}, drop_columns=["s"])
     assert lake.snapshot().schema("s.n") == normalize_schema(lake.snapshot().schema("s.n"))
     assert str(lake.snapshot().schema("s.n").field("s").type).startswith("struct<a: int32, c: string")
 

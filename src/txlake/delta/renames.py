@@ -138,15 +138,23 @@ def renamed_and_dropped(
             )
         renames[_resolve(table, schema, old, "rename_columns")] = new
     dropped = {_resolve(table, schema, c, "drop_columns") for c in drop}
-    clashes = sorted(
-        format_column_path(p)
-        for p in renames
-        if any(p[: len(d)] == d for d in dropped)  # the path itself, or a field of a dropped struct
-    )
-    clashes += sorted(format_column_path(d) for d in dropped if any(r[: len(d)] == d and r != d for r in dropped))
-    if clashes:
+    both = sorted(format_column_path(p) for p in renames if p in dropped)
+    if both:
         raise InvalidArgumentError(
-            f"{table}: {', '.join(clashes)} both renamed (or dropped) and inside a dropped column",
+            f"{table}: {', '.join(both)} is both renamed and dropped: give it in one of rename_columns and "
+            "drop_columns",
+            argument="drop_columns",
+        )
+    inside = sorted(
+        f"{format_column_path(p)} (in {format_column_path(d)})"
+        for p in [*renames, *dropped]
+        for d in dropped
+        if len(p) > len(d) and p[: len(d)] == d
+    )
+    if inside:
+        raise InvalidArgumentError(
+            f"{table}: {', '.join(inside)} is a field of a column dropped in the same call: drop the column alone, "
+            "or rename or drop the field without dropping its column",
             argument="drop_columns",
         )
     parts = sorted(p[0] for p in dropped if len(p) == 1 and p[0] in partition_columns)
