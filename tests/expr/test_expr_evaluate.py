@@ -181,6 +181,13 @@ def test_division_gives_double_and_decimal_stays_decimal() -> None:
     assert dec.evaluate(TABLE).to_pylist()[0] == Decimal("0.75")
 
 
+def test_a_bigint_beyond_2_53_divides_to_the_nearest_double_as_in_spark() -> None:
+    big = pa.table({"v": pa.array([9223372036854775000, 7, None], pa.int64())})
+    nearest = float(9223372036854775000)  # 2**63 - 1024: doubles are 1,024 apart there
+    assert parse_expression("v / 2").bind(big.schema).evaluate(big).to_pylist() == [nearest / 2, 3.5, None]
+    assert parse_expression("CAST(v AS double)").bind(big.schema).evaluate(big).to_pylist()[0] == nearest
+
+
 def test_integer_overflow_raises_instead_of_wrapping() -> None:
     bound = parse_expression("i + 2147483647").bind(TABLE.schema)
     with pytest.raises(PredicateError) as info:

@@ -183,11 +183,17 @@ def _try_cast(value: Datum, target: pa.DataType) -> Datum:
     elif pa.types.is_integer(target) and (pa.types.is_floating(source) or pa.types.is_decimal(source)):
         value = pc.trunc(value)
     try:
-        return pc.cast(value, target, safe=True)
+        return pc.cast(value, target, safe=not _widens_to_float(value.type, target))
     except pa.ArrowInvalid:
         if isinstance(value, pa.Scalar):
             return _try_cast_scalar(value, target)
         return pa.array([_try_cast_scalar(v, target).as_py() for v in value], type=target)
+
+
+def _widens_to_float(source: pa.DataType, target: pa.DataType) -> bool:
+    """An integer to a floating type: Spark rounds to the nearest float (above 2**53 not every integer has one);
+    Arrow's safe cast refuses such values instead."""
+    return pa.types.is_integer(source) and pa.types.is_floating(target)
 
 
 def _try_cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
@@ -282,7 +288,7 @@ def apply(node: Node, args: Sequence[Datum], n: int) -> Datum:
     if isinstance(node, Cast):
         if node.mode in ("try", "strict"):
             return _try_cast(args[0], node.type)
-        return pc.cast(args[0], node.type, safe=True)
+        return pc.cast(args[0], node.type, safe=not _widens_to_float(args[0].type, node.type))
     if isinstance(node, Compare):
         if node.op == "<=>":
             return _null_safe_equal(args[0], args[1])
