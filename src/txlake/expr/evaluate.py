@@ -193,7 +193,7 @@ def _try_cast(value: Datum, target: pa.DataType) -> Datum:
 def _widens_to_float(source: pa.DataType, target: pa.DataType) -> bool:
     """An integer to a floating type: Spark rounds to the nearest float (above 2**53 not every integer has one);
     Arrow's safe cast refuses such values instead."""
-    return pa.types.is_integer(source) and pa.types.is_floating(target)
+    return bool(pa.types.is_integer(source) and pa.types.is_floating(target))
 
 
 def _try_cast_scalar(value: pa.Scalar, target: pa.DataType) -> pa.Scalar:
