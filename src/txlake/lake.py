@@ -47,6 +47,7 @@ from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
 from txlake.txn.intents import Concurrency
 from txlake.txn.recovery import DEFAULT_GUARD, RecoveryReport, recover, resume
+from txlake.txn.reservations import RESERVE_AFTER
 from txlake.txn.transaction import CommitResult, DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
@@ -150,6 +151,7 @@ class Lakehouse:
         spark_reader: SparkReader = "auto",
         spark_writer: SparkWriter = "auto",
         group_commit: bool | None = None,
+        reservations: bool = False,
     ) -> None:
         number_argument(lease_seconds, "lease_seconds", minimum=0.001)
         number_argument(checkpoint_interval, "checkpoint_interval", minimum=0, integer=True)
@@ -159,6 +161,7 @@ class Lakehouse:
             raise InvalidArgumentTypeError(
                 f"group_commit must be True, False or None, got {type(group_commit).__name__}", argument="group_commit"
             )
+        bool_argument(reservations, "reservations")
         self.store = store
         self._ctx = LakeContext(
             store,
@@ -168,6 +171,7 @@ class Lakehouse:
             checkpoint_interval=checkpoint_interval,
             engine=_engine(spark, spark_reader, spark_writer),
             group_commit=group_commit if group_commit is not None else store.scheme == "s3",
+            reserve_after=RESERVE_AFTER if reservations else 0,
         )
 
     @property
@@ -692,6 +696,7 @@ def connect(
     spark_reader: SparkReader = "auto",
     spark_writer: SparkWriter = "auto",
     group_commit: bool | None = None,
+    reservations: bool = False,
 ) -> Lakehouse:
     """Open the lakehouse at ``uri`` (``file:///dir``, ``s3://bucket/prefix``, ``memory://name``).
 
@@ -715,6 +720,12 @@ def connect(
         group_commit: after losing a claim race, offer blind appends to the next claimer and take in the
             others' (docs/protocol.md §3). ``None`` (default): on for object stores (``s3://``), where a lost
             race costs round trips; off for local disk and memory, where it costs microseconds.
+        reservations: fairness for redo under contention on hot rows: a transaction whose statements on a
+            table were redone twice in one commit reserves the files they read, and racing clients wait for
+            its commit before they replace those files (docs/protocol.md §3, "Reservations"). Bounds the
+            latency of the unlucky transactions at some cost in throughput (measured: p99 of YCSB updates at
+            8 clients 1.2 s instead of 13 s, 20-25% fewer operations per second). Turn it on in every client
+            of the lakehouse: a client without it neither reserves nor waits.
     """
     if not isinstance(uri, str):
         raise InvalidArgumentTypeError(f"uri must be a string, got {type(uri).__name__}", argument="uri")
@@ -731,6 +742,7 @@ def connect(
         spark_reader=spark_reader,
         spark_writer=spark_writer,
         group_commit=group_commit,
+        reservations=reservations,
     )
     initialized = store.exists(GlobalLog.record_path(0)) and store.exists(GlobalLog.outcome_path(0))
     if not initialized:

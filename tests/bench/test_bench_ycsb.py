@@ -34,7 +34,7 @@ def _check_rows(doc: dict[str, Any], configs: list[str]) -> None:
     assert [r["config"] for r in doc["rows"]] == configs
     for row in doc["rows"]:
         modes = row["params"]["modes"]
-        assert list(modes) == ["redo", "rerun", "pessimistic", "delta-rs"]
+        assert list(modes) == ["redo", "redo-reserved", "rerun", "pessimistic", "delta-rs"]
         assert modes["pessimistic"]["available"] is pessimistic_available()
         if not pessimistic_available():
             assert modes["pessimistic"]["reason"]

@@ -11,11 +11,13 @@ import pytest
 
 import txlake
 from tests.faults.campaign import ACCOUNTS, JOURNAL, Run, balances, connect, deltars_mismatches, wait_lease
+from txlake.delta.actions import now_ms
 from txlake.errors import SimulatedCrash
 from txlake.storage import FaultRule
 from txlake.txn import group
 from txlake.txn.intents import IntentMarker, marker_path
 from txlake.txn.lease import Heartbeat, lease_path
+from txlake.txn.reservations import RESERVATIONS_DIR, Reservation, post
 
 BANK = ["bank.a", "bank.b", "bank.journal"]
 
@@ -76,6 +78,47 @@ class Transfer:
         with lake.transaction() as tx:
             run.txids.append(tx.txid)
             _transfer(tx, 1)
+
+    def second(self, lake: txlake.Lakehouse) -> None:
+        with lake.transaction() as tx:
+            tx.append("bank.journal", _journal([100], [0]))
+
+    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
+        visible, violations = _check_bank(lake, {1: 10, 100: 0})
+        if not visible[100]:
+            violations.append("the healthy client's commit is missing")
+        return visible[1], violations
+
+
+class ReservedTransfer:
+    """The transfer conflicts with a healthy client's rewrite of bank.a, is redone, reserves bank.a's file
+    (``reserve_after=1``) and, racing, waits for an older rival reservation of the same file until that is
+    withdrawn (after its second look). Reservations are advice: whatever their requests suffer, the outcome
+    is that of the transfer alone."""
+
+    name = "reserved"
+    client: ClassVar[dict[str, Any]] = {}
+
+    def setup(self, uri: str, options: dict[str, str]) -> None:
+        _bank(uri, options)
+
+    def act(self, lake: txlake.Lakehouse, run: Run) -> None:
+        lake.context.reserve_after = 1
+        healthy = connect(lake.uri, dict(lake.store.storage_options))
+        tx = lake.transaction()
+        run.txids.append(tx.txid)
+        _transfer(tx, 1)
+        with healthy.transaction() as other:  # rewrites the file of bank.a the transfer rewrote: it is redone
+            other.update("bank.a", set={"balance": "balance + 0"}, where="id = 2")
+        snapshot = healthy.snapshot()
+        files = frozenset(snapshot.delta_snapshot("bank.a").files)
+        rival = Reservation("0" * 32, snapshot.entry("bank.a").id, files, 1, now_ms() + 60_000)
+        post(healthy.store, rival)
+        withdraw = FaultRule(
+            "LIST", 2, "hook_after", path_contains=RESERVATIONS_DIR, hook=lambda: healthy.store.delete(rival.path)
+        )
+        lake.store.faults.add(withdraw)
+        tx.commit()
 
     def second(self, lake: txlake.Lakehouse) -> None:
         with lake.transaction() as tx:

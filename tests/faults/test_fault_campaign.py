@@ -13,6 +13,7 @@ from tests.faults.scenarios import (
     GroupMember,
     PessimisticTransfer,
     RecoverDead,
+    ReservedTransfer,
     ResumableTransfer,
     ResumeCrashed,
     RollForwardHelper,
@@ -41,6 +42,7 @@ CAMPAIGN_TIMEOUT = 1200
     ("scenario", "minimum"),
     [
         (Transfer(), 150),
+        (ReservedTransfer(), 200),
         (CatalogChange(), 100),
         (RollForwardHelper(), 120),
         (GroupMember(), 60),

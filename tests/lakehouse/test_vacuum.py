@@ -22,6 +22,8 @@ from tests.services import StoreLocation
 from txlake.delta.actions import Add, CommitInfo, Remove
 from txlake.delta.log import DeltaLog
 from txlake.lakehouse.ages import ORPHAN_GUARD
+from txlake.txn import reservations
+from txlake.txn.reservations import Reservation
 
 SCHEMA = pa.schema([("id", pa.int64())])
 ZERO = timedelta(0)
@@ -530,3 +532,17 @@ def test_log_clean_up_keeps_what_a_tables_own_delta_log_retention_asks_for(tmp_p
     assert not (root / "t" / "a" / "_delta_log" / f"{0:020d}.json").exists()  # 30 days by default
     assert (location / "_delta_log" / f"{0:020d}.json").exists()
     assert sorted(deltalake.DeltaTable(str(location), version=0).to_pyarrow_table()["id"].to_pylist()) == [0]
+
+
+def test_reservations_left_by_a_crash_go_after_an_hour(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    lake = _overwrites(StoreLocation(root.as_uri(), {}), 1)
+    old = Reservation("a" * 32, "tid", frozenset({"x"}), 1, 2)
+    fresh = Reservation("b" * 32, "tid", frozenset({"x"}), 1, 2)
+    for reservation in (old, fresh):
+        reservations.post(lake.store, reservation)
+    _age(root, old.path, timedelta(minutes=61))
+    _age(root, fresh.path, timedelta(minutes=59))
+    report = lake.vacuum()
+    assert {f.path: f.reason for f in report.deleted} == {old.path: "reservation left by a crashed transaction"}
+    assert not (root / old.path).exists() and (root / fresh.path).exists()

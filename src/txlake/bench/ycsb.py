@@ -25,6 +25,9 @@ Modes (``--modes``), each on fresh tables with the same keys and seeds:
 
 * ``redo``: ``lake.run(fn, redo=True)``: a conflict on a table is resolved at commit by re-executing that
   table's statement on the newer snapshot (``CommitResult.redone``); whatever redo cannot resolve re-runs fn.
+* ``redo-reserved``: ``redo`` with ``txlake.connect(reservations=True)`` (a transaction redone twice on a table
+  reserves the files it needs and racing clients wait for its commit; see :mod:`txlake.txn.reservations`):
+  what fairness costs and what it buys, in the same run.
 * ``rerun``: ``lake.run(fn, redo=False)``: every conflict re-runs the whole function (the baseline for redo).
 * ``pessimistic``: ``lake.transaction(concurrency="pessimistic")`` -- included when ``Lakehouse.transaction``
   takes a ``concurrency`` argument, otherwise reported as not available.
@@ -80,8 +83,9 @@ from txlake.txn.transaction import CommitResult, Transaction
 
 NAME = "ycsb"
 HELP = "YCSB workload A over two tables, 1-8 client processes: redo vs re-runs, pessimistic, delta-rs"
-Mode = Literal["redo", "rerun", "pessimistic", "delta-rs"]
-MODES: tuple[Mode, ...] = ("redo", "rerun", "pessimistic", "delta-rs")
+Mode = Literal["redo", "redo-reserved", "rerun", "pessimistic", "delta-rs"]
+MODES: tuple[Mode, ...] = ("redo", "redo-reserved", "rerun", "pessimistic", "delta-rs")
+REDO_MODES: tuple[Mode, ...] = ("redo", "redo-reserved")
 StoreName = Literal["file", "s3"]
 STORES: tuple[StoreName, ...] = ("file", "s3")
 BASELINE = "rerun"
@@ -336,7 +340,8 @@ class _TxlakeClient:
     """Operations through a long-lived ``Lakehouse``: ``redo``, ``rerun`` or ``pessimistic``."""
 
     def __init__(self, task: ClientTask) -> None:
-        self.lake = txlake.connect(task.uri, task.storage_options, create=False)
+        reserved = task.mode == "redo-reserved"
+        self.lake = txlake.connect(task.uri, task.storage_options, create=False, reservations=reserved)
         self.mode = task.mode
         self.tables = task.tables
 
@@ -364,7 +369,7 @@ class _TxlakeClient:
             return tx.commit()
 
         try:
-            result = self.lake.run(body, redo=self.mode == "redo", retries=RETRIES, base_delay=BASE_DELAY)
+            result = self.lake.run(body, redo=self.mode in REDO_MODES, retries=RETRIES, base_delay=BASE_DELAY)
         except ConflictError:
             tally.aborts += calls
             tally.failed += 1
@@ -793,6 +798,7 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
             "retries": RETRIES,
             "modes": {
                 "redo": "lake.run(fn, redo=True)",
+                "redo-reserved": "lake.run(fn, redo=True), connect(reservations=True)",
                 "rerun": "lake.run(fn, redo=False)",
                 "pessimistic": 'lake.transaction(concurrency="pessimistic"), retried like lake.run'
                 if pessimistic

@@ -11,9 +11,9 @@ What is kept (docs/protocol.md, "Vacuum"):
 
 What may go: data files (``*.parquet``, outside ``_``/``.`` directories) under a table's own location that
 none of the above keeps; tables dropped before the horizon, log included; staging objects under
-``_txlake/txns/`` older than the guard; group intents of claimed versions. Candidates come only from listing
-the lakehouse root: a log naming a path elsewhere (absolute, or with ``..``) can only make vacuum *keep* a
-file, never delete one.
+``_txlake/txns/`` older than the guard; group intents of claimed versions; reservations older than an hour.
+Candidates come only from listing the lakehouse root: a log naming a path elsewhere (absolute, or with
+``..``) can only make vacuum *keep* a file, never delete one.
 
 Before reading the tags, a non-dry run records its horizon under ``_txlake/vacuum/``; creating a tag of a
 version below the highest recorded horizon fails (its files may be gone), so a tag either is seen by vacuum
@@ -44,6 +44,7 @@ from txlake.lakehouse.log import ROOT
 from txlake.lakehouse.records import LakehouseState, TableEntry
 from txlake.lakehouse.tags import TagStore
 from txlake.storage import ObjectMeta, ObjectStore
+from txlake.txn.reservations import RESERVATIONS_DIR
 
 if TYPE_CHECKING:
     from txlake.txn.context import LakeContext
@@ -52,6 +53,8 @@ VACUUM_DIR = f"{ROOT}/vacuum"
 TXNS_DIR = f"{ROOT}/txns/"
 GROUPS_DIR = f"{ROOT}/groups/"
 INTENTS_DIR = f"{ROOT}/intents/"
+RESERVATION_AGE_MS = 3_600_000
+"""Reservations (txn/reservations.py) hold seconds; one this old, by the store's clock, was left by a crash."""
 DEFAULT_RETENTION = timedelta(days=7)
 """Delta's default ``delta.deletedFileRetentionDuration``."""
 DEFAULT_LOG_RETENTION = timedelta(days=30)
@@ -608,6 +611,8 @@ class _Vacuum:
                 claimed = len(parts) == 2 and parts[0].isdigit() and int(parts[0]) <= claimed_through
                 if claimed and _ms(meta) < self.started_ms - INTENT_GRACE_MS:
                     out.append(VacuumFile(meta.path, meta.size, "group intent of a claimed version"))
+            elif meta.path.startswith(RESERVATIONS_DIR) and _ms(meta) < self.started_ms - RESERVATION_AGE_MS:
+                out.append(VacuumFile(meta.path, meta.size, "reservation left by a crashed transaction"))
         return out
 
     # ------------------------------------------------------------------------------------- log clean-up

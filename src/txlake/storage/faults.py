@@ -55,9 +55,9 @@ class FaultInjector:
             self._rules.append(_Armed(rule))
 
     def fired(self) -> int:
-        """How many times the armed rules have fired so far."""
+        """How many times the armed fault rules have fired so far (hooks do not count: they inject nothing)."""
         with self._lock:
-            return sum(armed.fired for armed in self._rules)
+            return sum(armed.fired for armed in self._rules if armed.rule.action not in ("hook", "hook_after"))
 
     def clear(self) -> None:
         with self._lock:

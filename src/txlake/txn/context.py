@@ -21,6 +21,7 @@ from txlake.txn.engine import DataEngine, NoDataEngineError
 from txlake.txn.intents import stale_markers
 from txlake.txn.lease import Heartbeat
 from txlake.txn.publish import compensate_aborted, delta_commit, publish
+from txlake.txn.reservations import ReservationReader
 
 PROBE_CONCURRENCY = 16
 AWAIT_FIRST_DELAY = 0.002
@@ -55,6 +56,11 @@ class LakeContext:
     """``time.monotonic()`` until which this client counts as racing others (see :data:`CONTENTION_WINDOW`)."""
     round_trip: float = ROUND_TRIP
     """Moving average of small requests' round trips, in seconds (paces group commit)."""
+    reserve_after: int = 0
+    """Redos of one table in one commit after which the transaction reserves its files; 0 (the default):
+    reservations off, neither posted nor waited for (``connect(reservations=True)``; see
+    :mod:`txlake.txn.reservations`)."""
+    reservations: ReservationReader = field(default_factory=ReservationReader, repr=False)
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
 
     @property
@@ -65,7 +71,8 @@ class LakeContext:
         return self._heartbeat
 
     def note_contention(self) -> None:
-        """A claim race was lost: re-read the tail before committing, and commit in groups, for a while."""
+        """A claim race was lost (or a conflict redone): re-read the tail before committing, commit in groups,
+        and respect reservations, for a while."""
         self.lost_race_until = time.monotonic() + CONTENTION_WINDOW
 
     @property

@@ -26,7 +26,7 @@ from txlake.arguments import (
     string_mapping_argument,
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
-from txlake.delta.actions import Action, Add, Metadata, now_ms
+from txlake.delta.actions import Action, Add, Metadata, Remove, now_ms
 from txlake.delta.colmap import MAX_COLUMN_ID, mapped_added_columns, mapped_for_new_table
 from txlake.delta.dv import unique_id
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
@@ -86,13 +86,14 @@ from txlake.lakehouse.records import (
 from txlake.lakehouse.tags import TagStore
 from txlake.lakehouse.vacuum import highest_horizon
 from txlake.storage import ObjectStore
-from txlake.txn import group
+from txlake.txn import group, reservations
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, settled_view
 from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.redo import changed_files, keepable
+from txlake.txn.reservations import RESERVATION_TTL, RESERVATION_WAIT, Reservation
 from txlake.txn.staging import FileKey, TableWork, WorkMark
 from txlake.txn.sublog import (
     StagedState,
@@ -259,6 +260,10 @@ class Transaction:
         self._statements: dict[str, list[_Statement]] = {}
         self._read_data = False
         self._redone = 0
+        # reservations this transaction holds (txn/reservations.py), by table id; posted after repeated redos
+        self._reserved: dict[str, Reservation] = {}
+        self._reservation_wait = RESERVATION_WAIT  # left to wait for others' reservations
+        self._waited_out: set[str] = set()  # reservations waited for the longest we wait
         self._ctx = ctx
         self.isolation: Isolation = isolation
         # a pessimistic transaction reads each table at the version it acquired it at, later ones at newer
@@ -348,6 +353,7 @@ class Transaction:
         left to roll-forward, which does not need it). The sublog goes first, unless the outcome is unknown
         (its claim markers then tell ``resume``/``recover`` which version to look at); then the intent markers:
         a marker never outlives its lease."""
+        self._withdraw()
         if self._sublog.active and self._status in ("committed", "aborted") and self._owns_files():
             # (taken over: the sublog is the new holder's now, and so are the files it names)
             with contextlib.suppress(TxlakeError):
@@ -1355,7 +1361,11 @@ class Transaction:
             try:
                 bases = self._validate_tables(view, claimed, checked, seen)
             except ConflictError as exc:
-                redone = self._redo_after(exc, redos, checked, seen) if time.monotonic() < deadline else None
+                # one table at a time: redoing every conflicting table in one round was measured slower
+                # (more statements run again: the round's window is longer)
+                entry = self._view.table_by_name(exc.table) if exc.table else None
+                redoable = entry is not None and self._redoable(entry.id, exc) and time.monotonic() < deadline
+                redone = self._redo_after(entry.id, exc, redos, checked, seen) if entry and redoable else None
                 if redone is None:
                     raise
                 view = redone
@@ -1363,6 +1373,9 @@ class Transaction:
             record = self._record(view, bases)
             if not record.tables and not record.catalog:
                 return CommitResult(view.decided.version, self.read_version, read_only=True)
+            if self._wait_for_reservations(record):
+                view = self._ctx.view()  # the holder committed (or gave up) meanwhile: validate against it
+                continue
             self._check_age()
             self._log_claim(record.version)
             winner: GlobalRecord | None = None
@@ -1411,6 +1424,7 @@ class Transaction:
                     ) from None
                 view = self._next_view(view, winner, rebases)
                 continue
+            self._withdraw()  # our claim is in the log: those waiting for us validate against it now
             self._after_claim(record)
             published = self._publish(record)
             if not published.outcome.committed:
@@ -1428,52 +1442,70 @@ class Transaction:
                 redone=self._redone,
             )
 
-    def _redo_after(
-        self, conflict: ConflictError, redos: dict[str, int], checked: dict[str, int], seen: set[tuple[str, int]]
-    ) -> LogView | None:
-        """Resolve a data conflict by redo: re-execute the conflicting table's statements on its newest decided
-        snapshot (this transaction's other tables keep what they staged); the newer view to validate again, or
-        ``None`` when redo does not apply and the conflict stands.
-
-        Sound because every statement redone reads only its own table (and literals or sources the application
-        passed in), and the application read no data in this transaction: the transaction is then equivalent
-        to one that ran all its statements at the newer version, where its other tables, validated up to it,
-        hold what they held at its start for everything it touched. See docs/protocol.md, "Redo".
-        """
+    def _redoable(self, table_id: str, conflict: ConflictError) -> bool:
+        """Whether redo may resolve ``conflict`` on table ``table_id``: the statements there read only their
+        own table (and literals or sources the application passed in), the application read no data in this
+        transaction, and nothing is claimed yet."""
         if not self._redo or self._read_data or self._claimed is not None or not isinstance(conflict, REDO_CONFLICTS):
-            return None
-        if not self._owns_files():
-            return None  # taken over: the staged files are the new holder's
-        entry = self._view.table_by_name(conflict.table) if conflict.table else None
-        if sum(redos.values()) >= MAX_REDOS or entry is None or entry.id in self._unadopted:
-            return None
-        work = self._work.get(entry.id)
-        statements = self._statements.get(entry.id)
-        if (
+            return False
+        if table_id in self._unadopted or not self._owns_files():  # taken over: the staged files are the new holder's
+            return False
+        work = self._work.get(table_id)
+        statements = self._statements.get(table_id)
+        return not (
             work is None
             or work.snapshot is None
             or not statements
             or work.new_metadata is not None
             or any(op not in REPLAYABLE_OPERATIONS for op in work.operations)
             or not all(s.replayable for s in statements)
-        ):
+        )
+
+    def _redo_after(
+        self,
+        table_id: str,
+        conflict: ConflictError,
+        redos: dict[str, int],
+        checked: dict[str, int],
+        seen: set[tuple[str, int]],
+    ) -> LogView | None:
+        """Resolve a data conflict by redo: re-execute the statements of table ``table_id`` (which
+        :meth:`_redoable` allows) on its newest decided snapshot (this transaction's other tables keep what
+        they staged); the newer view to validate again, or ``None`` when the conflict stands (too many redos,
+        or the table dropped meanwhile).
+
+        Sound because every statement redone reads only its own table (and literals or sources the application
+        passed in), and the application read no data in this transaction: the transaction is then equivalent
+        to one that ran all its statements at the newer version, where its other tables, validated up to it,
+        hold what they held at its start for everything it touched. See docs/protocol.md, "Redo".
+        """
+        if sum(redos.values()) >= MAX_REDOS:
             return None
-        again = redos.get(entry.id, 0)
-        if again:  # this table conflicted again after its redo: a hot table; back off (full jitter) as lake.run does
-            time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**again)))
-        redos[entry.id] = again + 1
+        self._ctx.note_contention()  # from now on this client waits for others' reservations too
+        again = redos.get(table_id, 0)
+        reserve = 0 < self._ctx.reserve_after <= again + 1
+        # this table conflicted again after its redo: a hot table. Reserving its files gives the next attempt
+        # its turn; without (or when that does not help: writers of other clients or plain Delta writers) back
+        # off, with full jitter, as lake.run does
+        backoff = again - (self._ctx.reserve_after + 2 if reserve else 0)
+        if backoff > 0:
+            time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**backoff)))
+        redos[table_id] = again + 1
         # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
         # their lease), not just the one that conflicted: under contention each redo would meet the next one
         view = self._ctx.view()
-        claims = [p.record.version for p in view.pending if _changes(p.record, entry.id)]
+        claims = [p.record.version for p in view.pending if _changes(p.record, table_id)]
         last = max([*claims, conflict.winning_version or -1])
         if last > view.decided.version:
             self._or_unknown(last, lambda: self._ctx.await_prefix(last))
             view = self._ctx.view()
         decided = view.decided
-        if entry.id not in decided.tables:
+        if table_id not in decided.tables:
             return None  # dropped meanwhile: the catalog validation reports it
-        snapshot = self._ctx.snapshots.get(entry, decided.table_versions[entry.id])
+        work = self._work[table_id]
+        entry = work.entry
+        snapshot = self._ctx.snapshots.get(entry, decided.table_versions[table_id])
+        statements = self._statements[table_id]
         redone = self._redo_statements(entry, work, snapshot, statements)
         _log.debug(
             "txlake: %s: %s with global version %s; ran %d of %d statement(s) on %s again at Delta version %d "
@@ -1488,10 +1520,60 @@ class Transaction:
             decided.version,
         )
         self._redone += redone
-        checked[entry.id] = snapshot.version
-        seen.difference_update({key for key in seen if key[0] == entry.id})
-        self._probed.pop(entry.id, None)
+        if reserve:
+            self._reserve(table_id)
+        checked[table_id] = snapshot.version
+        seen.difference_update({key for key in seen if key[0] == table_id})
+        self._probed.pop(table_id, None)
         return view
+
+    def _reserve(self, table_id: str) -> None:
+        """Post (or renew) our reservation of the files our statements on ``table_id`` read now."""
+        work = self._work[table_id]
+        # the files the statements run again read (kept statements' files were not the hot ones)
+        files = frozenset(k[0] for k in work.read_keys) - frozenset(work.added)  # own staged files: nobody else's
+        held = self._reserved.get(table_id)
+        if not files:
+            return
+        now = now_ms()
+        since = min([now, *(r.since_ms for r in self._reserved.values())])
+        reservation = Reservation(self.txid, table_id, files, since, now + int(RESERVATION_TTL * 1000))
+        if held is not None and held.files == files:
+            return
+        if reservations.post(self._ctx.store, reservation):
+            self._reserved[table_id] = reservation
+
+    def _withdraw(self) -> None:
+        """Delete our reservations (claimed, or the commit ended whatever its outcome)."""
+        if self._reserved:
+            reservations.withdraw(self._ctx.store, [r.path for r in self._reserved.values()])
+            self._reserved.clear()
+
+    def _wait_for_reservations(self, record: GlobalRecord) -> bool:
+        """Before a claim by a racing client: wait while another transaction reserves a file our record
+        removes (see :mod:`txlake.txn.reservations`). Whether we waited (the view is then stale)."""
+        removes = {
+            c.table_id: frozenset(a.path for a in c.actions if isinstance(a, Remove)) for c in record.tables if c.writes
+        }
+        removes = {tid: paths for tid, paths in removes.items() if paths}
+        if not removes or not self._ctx.racing or self._ctx.reserve_after <= 0:
+            return False
+        own = min((r.priority for r in self._reserved.values()), default=None)
+        waited = 0
+        while True:
+            live = self._ctx.reservations.live(self._ctx.store, removes)
+            ahead = reservations.blocking(live, removes, txid=self.txid, own=own, ignore=self._waited_out)
+            if not ahead:
+                return waited > 0
+            if self._reservation_wait <= 0:
+                # waited long enough (a crashed holder's reservation waits out its TTL): go ahead, and never wait
+                # for these again in this transaction
+                self._waited_out.update(r.path for r in ahead)
+                return waited > 0
+            began = time.monotonic()
+            reservations.pause(waited)
+            waited += 1
+            self._reservation_wait -= time.monotonic() - began
 
     def _redo_statements(
         self, entry: TableEntry, work: TableWork, snapshot: Snapshot, statements: Sequence[_Statement]

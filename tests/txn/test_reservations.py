@@ -1,0 +1,245 @@
+"""Reservations: a transaction redone again and again on a table asks racing writers to wait for its commit.
+
+See :mod:`txlake.txn.reservations`: after ``reserve_after`` redos of a table in one commit the transaction
+posts the files its statements read; a racing client whose record removes one of them waits until the
+reservation is withdrawn (or for at most ``RESERVATION_WAIT``), then validates again. Advisory only: the
+outcome of every transaction is what validation decides.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import txlake
+from tests.services import StoreLocation
+from txlake.delta.actions import now_ms
+from txlake.storage import FaultRule
+from txlake.txn import reservations, transaction
+from txlake.txn.reservations import RESERVATIONS_DIR, Reservation, ReservationReader, reservation_path
+
+ACCT = "app.acct"
+
+
+def _lake(location: StoreLocation) -> txlake.Lakehouse:
+    lake = txlake.connect(location.uri, location.storage_options)
+    lake.create_table(ACCT, "k bigint, v bigint")
+    with lake.transaction() as tx:
+        tx.append(ACCT, pa.table({"k": [1, 2], "v": [100, 200]}))
+    return lake
+
+
+def _client(location: StoreLocation, *, reserve_after: int | None = None) -> txlake.Lakehouse:
+    """A client with reservations on (``reserve_after``: after how many redos of a table it reserves)."""
+    lake = txlake.connect(location.uri, location.storage_options, create=False, reservations=True)
+    assert lake.context.reserve_after == reservations.RESERVE_AFTER
+    if reserve_after is not None:
+        lake.context.reserve_after = reserve_after
+    return lake
+
+
+def _v(lake: txlake.Lakehouse, k: int) -> int:
+    return int(lake.read_arrow(ACCT, where=f"k = {k}")["v"][0].as_py())
+
+
+def _bump(lake: txlake.Lakehouse, amount: int) -> txlake.CommitResult:
+    with lake.transaction() as tx:
+        tx.update(ACCT, {"v": f"v + {amount}"}, "k = 1")
+    assert tx.result is not None
+    return tx.result
+
+
+def _listed(lake: txlake.Lakehouse) -> list[str]:
+    return [m.path for m in lake.store.list(RESERVATIONS_DIR)]
+
+
+def _count(lake: txlake.Lakehouse, kind: str, path: str) -> list[int]:
+    """A counter of ``kind`` requests on paths containing ``path`` (a hook that fires every time)."""
+    seen = [0]
+
+    def hook() -> None:
+        seen[0] += 1
+
+    lake.store.faults.add(FaultRule(kind, 1, "hook", path_contains=path, times=10**6, hook=hook))  # type: ignore[arg-type]
+    return seen
+
+
+def _acct_file(lake: txlake.Lakehouse) -> tuple[str, str]:
+    snapshot = lake.snapshot()
+    files = list(snapshot.delta_snapshot(ACCT).files)
+    assert len(files) == 1
+    return snapshot.entry(ACCT).id, files[0]
+
+
+def test_reservation_round_trip_and_malformed_objects() -> None:
+    r = Reservation("t" * 32, "table", frozenset({"a.parquet", "b.parquet"}), 5, 10)
+    assert Reservation.from_bytes(r.to_bytes()) == r
+    assert r.path == reservation_path("table", "t" * 32)
+    for bad in (b"", b"{}", b"[1]", b'{"txid": 1, "tableId": "x", "files": 3, "since": 1, "until": 2}'):
+        assert Reservation.from_bytes(bad) is None
+
+
+def test_holder_commits_first_while_a_racing_writer_waits(any_store_uri: StoreLocation) -> None:
+    """The holder is redone once more (reserve_after=1 makes its first redo reserve); a racing client that
+    validated meanwhile would claim first -- it waits until the holder committed, then redoes on top."""
+    _lake(any_store_uri)
+    holder = _client(any_store_uri, reserve_after=1)
+    racer = _client(any_store_uri)
+    racer.context.note_contention()
+    result: dict[str, txlake.CommitResult] = {}
+    checked = threading.Event()
+    racer.store.faults.add(FaultRule("LIST", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=checked.set))
+
+    def race() -> None:
+        result["racer"] = _bump(racer, 1000)
+
+    thread = threading.Thread(target=race)
+
+    def reserved() -> None:  # the holder's reservation landed: now the racer commits (or would)
+        thread.start()
+        assert checked.wait(30)
+        time.sleep(0.3)  # a racer that did not wait would have claimed by now
+        assert "racer" not in result
+
+    holder.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=reserved))
+    tx = holder.transaction()
+    tx.update(ACCT, {"v": "v + 1"}, "k = 1")
+    _bump(racer, 10)  # the conflict that makes the holder redo
+    outcome = tx.commit()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert outcome.redone == 1
+    assert result["racer"].version > outcome.version
+    assert result["racer"].redone >= 1
+    assert _v(holder, 1) == 100 + 10 + 1 + 1000 and _v(holder, 2) == 200
+    assert _listed(holder) == []  # withdrawn after the commit
+
+
+def test_only_a_racing_client_with_reservations_looks(tmp_path: Path) -> None:
+    location = StoreLocation(tmp_path.as_uri(), {})
+    _lake(location)
+    off = txlake.connect(location.uri, create=False)  # the default: reservations off
+    off.context.note_contention()
+    lists = _count(off, "LIST", RESERVATIONS_DIR)
+    _bump(off, 1)
+    assert lists[0] == 0
+    lake = _client(location)
+    lists = _count(lake, "LIST", RESERVATIONS_DIR)
+    _bump(lake, 1)
+    assert lists[0] == 0
+    lake.context.note_contention()
+    _bump(lake, 1)
+    assert lists[0] == 1  # racing: one LIST before the claim, nothing to wait for
+    with pytest.raises(txlake.InvalidArgumentTypeError):
+        txlake.connect(location.uri, reservations="yes")  # type: ignore[arg-type]
+
+
+def test_a_dead_holders_reservation_is_waited_out_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transaction, "RESERVATION_WAIT", 0.3)
+    location = StoreLocation(tmp_path.as_uri(), {})
+    _lake(location)
+    lake = _client(location)
+    table_id, path = _acct_file(lake)
+    far = now_ms() + 3_600_000
+    reservations.post(lake.store, Reservation("d" * 32, table_id, frozenset({path}), now_ms(), far))
+    lake.context.note_contention()
+    lists = _count(lake, "LIST", RESERVATIONS_DIR)
+    began = time.monotonic()
+    _bump(lake, 1)
+    assert time.monotonic() - began >= 0.3
+    assert lists[0] > 2  # it looked again and again, then went ahead
+    assert _v(lake, 1) == 101
+    # a reservation of another file, or of another table, or an expired one: no wait
+    reservations.post(lake.store, Reservation("e" * 32, table_id, frozenset({"other.parquet"}), now_ms(), far))
+    reservations.post(lake.store, Reservation("f" * 32, "elsewhere", frozenset({path}), now_ms(), far))
+    _, path = _acct_file(lake)
+    reservations.post(lake.store, Reservation("0" * 32, table_id, frozenset({path}), 0, now_ms() - 1))
+    lake.context.note_contention()
+    lists[0] = 0
+    _bump(lake, 1)
+    assert lists[0] == 1
+    assert _v(lake, 1) == 102
+
+
+def _holder_facing_a_rival(location: StoreLocation, other: txlake.Lakehouse, since: int) -> int:
+    """A holder's commit while a rival reservation (posted right after the holder's own, with ``since``)
+    names the files it removes; how many times it listed the reservations."""
+    holder = _client(location, reserve_after=1)
+    table_id, _ = _acct_file(holder)
+    tx = holder.transaction()
+    tx.update(ACCT, {"v": "v + 1"}, "k = 1")
+    _bump(other, 10)
+    rival_path = reservation_path(table_id, "9" * 32)
+
+    def rival() -> None:
+        own = Reservation.from_bytes(holder.store.get(reservation_path(table_id, tx.txid)))
+        assert own is not None
+        reservations.post(holder.store, Reservation("9" * 32, table_id, own.files, since, now_ms() + 60_000))
+
+    holder.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=rival))
+    lists = _count(holder, "LIST", RESERVATIONS_DIR)
+    tx.commit()
+    holder.store.delete(rival_path)
+    return lists[0]
+
+
+def test_a_holder_waits_only_for_older_reservations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transaction, "RESERVATION_WAIT", 0.3)
+    location = StoreLocation(tmp_path.as_uri(), {})
+    _lake(location)
+    other = _client(location)
+    assert _holder_facing_a_rival(location, other, now_ms() + 60_000) == 1  # younger: not waited for
+    assert _holder_facing_a_rival(location, other, 1) > 2  # older: waited for (here: out)
+    assert _v(other, 1) == 100 + 2 * 11
+
+
+def test_reservations_are_withdrawn_and_a_failed_put_changes_nothing(tmp_path: Path) -> None:
+    location = StoreLocation(tmp_path.as_uri(), {})
+    _lake(location)
+    other = _client(location)
+    holder = _client(location, reserve_after=1)
+    # the reservation's PUT fails: the transaction commits all the same, without priority
+    holder.store.faults.add(FaultRule("PUT", 1, "fail", path_contains=RESERVATIONS_DIR))
+    tx = holder.transaction()
+    tx.update(ACCT, {"v": "v + 1"}, "k = 1")
+    _bump(other, 10)
+    assert tx.commit().redone == 1
+    assert _listed(holder) == []
+    # a commit that fails after reserving withdraws its reservation too
+    holder.store.faults.clear()
+    tx = holder.transaction()
+    tx.update(ACCT, {"v": "v + 1"}, "k = 1")
+    _bump(other, 10)
+
+    def conflict() -> None:  # a schema change: no redo resolves it
+        with other.transaction() as change:
+            change.alter_table(ACCT, add_columns="w bigint")
+
+    holder.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=conflict))
+    with pytest.raises(txlake.ConflictError):
+        tx.commit()
+    assert tx.status == "aborted"
+    assert _listed(holder) == []
+    assert _v(holder, 1) == 100 + 1 + 10 + 10
+
+
+def test_reader_reads_each_reservation_once(tmp_path: Path) -> None:
+    location = StoreLocation(tmp_path.as_uri(), {})
+    lake = _lake(location)
+    r = Reservation("a" * 32, "tid", frozenset({"x"}), 1, now_ms() + 60_000)
+    reservations.post(lake.store, r)
+    reservations.post(lake.store, Reservation("b" * 32, "tid", frozenset({"y"}), 1, now_ms() - 1))  # expired
+    lake.store.put(RESERVATIONS_DIR + "tid.garbage.json", b"not json")
+    lake.store.put(RESERVATIONS_DIR + "stray", b"{}")
+    reader = ReservationReader()
+    gets = _count(lake, "GET", RESERVATIONS_DIR)
+    assert reader.live(lake.store, {"tid": None}) == [r]
+    assert reader.live(lake.store, {"tid": None}) == [r]
+    assert gets[0] == 3  # the two reservations and the malformed one, once each
+    assert reader.live(lake.store, {"other": None}) == []
+    lake.store.faults.add(FaultRule("LIST", 1, "fail", path_contains=RESERVATIONS_DIR))
+    assert reader.live(lake.store, {"tid": None}) == []  # cannot list: nothing to wait for
