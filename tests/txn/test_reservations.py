@@ -243,3 +243,12 @@ def test_reader_reads_each_reservation_once(tmp_path: Path) -> None:
     assert reader.live(lake.store, {"other": None}) == []
     lake.store.faults.add(FaultRule("LIST", 1, "fail", path_contains=RESERVATIONS_DIR))
     assert reader.live(lake.store, {"tid": None}) == []  # cannot list: nothing to wait for
+
+
+def test_on_by_default_for_object_stores_only(any_store_uri: StoreLocation) -> None:
+    lake = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    on = any_store_uri.uri.startswith("s3://")
+    assert lake.context.reserve_after == (reservations.RESERVE_AFTER if on else 0)
+    for setting in (True, False):
+        chosen = txlake.connect(any_store_uri.uri, any_store_uri.storage_options, reservations=setting)
+        assert chosen.context.reserve_after == (reservations.RESERVE_AFTER if setting else 0)

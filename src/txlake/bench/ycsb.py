@@ -23,11 +23,12 @@ permutation of the ranks), one for each table, and is one of:
 
 Modes (``--modes``), each on fresh tables with the same keys and seeds:
 
-* ``redo``: ``lake.run(fn, redo=True)``: a conflict on a table is resolved at commit by re-executing that
+* ``redo``: ``lake.run(fn, redo=True)`` on clients with ``reservations=False``: a conflict on a table is resolved at commit by re-executing that
   table's statement on the newer snapshot (``CommitResult.redone``); whatever redo cannot resolve re-runs fn.
 * ``redo-reserved``: ``redo`` with ``txlake.connect(reservations=True)`` (a transaction redone twice on a table
-  reserves the files it needs and racing clients wait for its commit; see :mod:`txlake.txn.reservations`):
-  what fairness costs and what it buys, in the same run.
+  reserves the files it needs and racing clients wait for its claim; see :mod:`txlake.txn.reservations`):
+  what fairness costs and what it buys, in the same run. ``connect``'s default is ``redo-reserved`` on S3 and
+  ``redo`` on local disk.
 * ``rerun``: ``lake.run(fn, redo=False)``: every conflict re-runs the whole function (the baseline for redo).
 * ``pessimistic``: ``lake.transaction(concurrency="pessimistic")`` -- included when ``Lakehouse.transaction``
   takes a ``concurrency`` argument, otherwise reported as not available.
@@ -340,7 +341,7 @@ class _TxlakeClient:
     """Operations through a long-lived ``Lakehouse``: ``redo``, ``rerun`` or ``pessimistic``."""
 
     def __init__(self, task: ClientTask) -> None:
-        reserved = task.mode == "redo-reserved"
+        reserved = task.mode == "redo-reserved"  # explicit in both modes: connect's default depends on the store
         self.lake = txlake.connect(task.uri, task.storage_options, create=False, reservations=reserved)
         self.mode = task.mode
         self.tables = task.tables
@@ -797,7 +798,7 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
             "isolation": "serializable (txlake default)",
             "retries": RETRIES,
             "modes": {
-                "redo": "lake.run(fn, redo=True)",
+                "redo": "lake.run(fn, redo=True), connect(reservations=False)",
                 "redo-reserved": "lake.run(fn, redo=True), connect(reservations=True)",
                 "rerun": "lake.run(fn, redo=False)",
                 "pessimistic": 'lake.transaction(concurrency="pessimistic"), retried like lake.run'
