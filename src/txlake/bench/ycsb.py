@@ -23,8 +23,9 @@ permutation of the ranks), one for each table, and is one of:
 
 Modes (``--modes``), each on fresh tables with the same keys and seeds:
 
-* ``redo``: ``lake.run(fn, redo=True)`` on clients with ``reservations=False``: a conflict on a table is resolved at commit by re-executing that
-  table's statement on the newer snapshot (``CommitResult.redone``); whatever redo cannot resolve re-runs fn.
+* ``redo``: ``lake.run(fn, redo=True)`` on clients with ``reservations=False``: a conflict on a table is
+  resolved at commit by re-executing that table's statements on the newer snapshot (``CommitResult.redone``);
+  whatever redo cannot resolve re-runs fn.
 * ``redo-reserved``: ``redo`` with ``txlake.connect(reservations=True)`` (a transaction redone twice on a table
   reserves the files it needs and racing clients wait for its claim; see :mod:`txlake.txn.reservations`):
   what fairness costs and what it buys, in the same run. ``connect``'s default is ``redo-reserved`` on S3 and
