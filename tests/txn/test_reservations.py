@@ -8,6 +8,7 @@ outcome of every transaction is what validation decides.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -119,10 +120,10 @@ def test_holder_commits_first_while_a_racing_writer_waits(any_store_uri: StoreLo
     assert _listed(holder) == []  # withdrawn after the commit
 
 
-def test_only_a_racing_client_with_reservations_looks(tmp_path: Path) -> None:
+def test_a_client_looks_when_racing_or_once_a_second(tmp_path: Path) -> None:
     location = StoreLocation(tmp_path.as_uri(), {})
     _lake(location)
-    off = txlake.connect(location.uri, create=False)  # the default: reservations off
+    off = txlake.connect(location.uri, create=False)  # the default on local disk: reservations off
     off.context.note_contention()
     lists = _count(off, "LIST", RESERVATIONS_DIR)
     _bump(off, 1)
@@ -130,10 +131,22 @@ def test_only_a_racing_client_with_reservations_looks(tmp_path: Path) -> None:
     lake = _client(location)
     lists = _count(lake, "LIST", RESERVATIONS_DIR)
     _bump(lake, 1)
-    assert lists[0] == 0
+    assert lists[0] == 1  # not racing, but it never looked: a client that keeps winning must see them
+    _bump(lake, 1)
+    assert lists[0] == 1  # looked within the last second
     lake.context.note_contention()
     _bump(lake, 1)
-    assert lists[0] == 1  # racing: one LIST before the claim, nothing to wait for
+    assert lists[0] == 2  # racing: before every claim
+    lake.context.lost_race_until = 0.0
+    lake.context.reservations_due = 0.0  # as if a second had passed
+    table_id, _ = _acct_file(lake)
+    other = Reservation("c" * 32, table_id, frozenset({"another.parquet"}), now_ms(), now_ms() + 60_000)
+    reservations.post(lake.store, other)
+    _bump(lake, 1)
+    assert lists[0] == 3
+    _bump(lake, 1)
+    assert lists[0] == 4  # it saw another transaction's reservation: it looks before every claim for a while
+    assert _v(lake, 1) == 106
     with pytest.raises(txlake.InvalidArgumentTypeError):
         txlake.connect(location.uri, reservations="yes")  # type: ignore[arg-type]
 
@@ -146,8 +159,7 @@ def test_a_dead_holders_reservation_is_waited_out_once(tmp_path: Path, monkeypat
     table_id, path = _acct_file(lake)
     far = now_ms() + 3_600_000
     reservations.post(lake.store, Reservation("d" * 32, table_id, frozenset({path}), now_ms(), far))
-    lake.context.note_contention()
-    lists = _count(lake, "LIST", RESERVATIONS_DIR)
+    lists = _count(lake, "LIST", RESERVATIONS_DIR)  # (not racing: it looks because it never looked)
     began = time.monotonic()
     _bump(lake, 1)
     assert time.monotonic() - began >= 0.3
@@ -235,11 +247,20 @@ def test_reader_reads_each_reservation_once(tmp_path: Path) -> None:
     reservations.post(lake.store, Reservation("b" * 32, "tid", frozenset({"y"}), 1, now_ms() - 1))  # expired
     lake.store.put(RESERVATIONS_DIR + "tid.garbage.json", b"not json")
     lake.store.put(RESERVATIONS_DIR + "stray", b"{}")
+    malformed = {
+        "huge": b'{"txid": "x", "tableId": "tid", "files": ["a"], "since": 1, "until": 1e999}',
+        "infinite": b'{"txid": "x", "tableId": "tid", "files": ["a"], "since": 1, "until": Infinity}',
+        "deep": b"[" * 100_000,
+        "files": b'{"txid": "x", "tableId": "tid", "files": "abc", "since": 1, "until": 2}',
+    }
+    for name, data in malformed.items():
+        assert Reservation.from_bytes(data) is None, name
+        lake.store.put(f"{RESERVATIONS_DIR}tid.{name}.json", data)
     reader = ReservationReader()
     gets = _count(lake, "GET", RESERVATIONS_DIR)
     assert reader.live(lake.store, {"tid": None}) == [r]
     assert reader.live(lake.store, {"tid": None}) == [r]
-    assert gets[0] == 3  # the two reservations and the malformed one, once each
+    assert gets[0] == 3 + len(malformed)  # every object once: the good, the expired, the malformed
     assert reader.live(lake.store, {"other": None}) == []
     lake.store.faults.add(FaultRule("LIST", 1, "fail", path_contains=RESERVATIONS_DIR))
     assert reader.live(lake.store, {"tid": None}) == []  # cannot list: nothing to wait for
@@ -252,3 +273,55 @@ def test_on_by_default_for_object_stores_only(any_store_uri: StoreLocation) -> N
     for setting in (True, False):
         chosen = txlake.connect(any_store_uri.uri, any_store_uri.storage_options, reservations=setting)
         assert chosen.context.reserve_after == (reservations.RESERVE_AFTER if setting else 0)
+
+
+def test_a_reservation_lasts_at_most_its_ttl_after_it_was_written(tmp_path: Path) -> None:
+    """A holder whose clock runs ahead (``until`` far off) cannot make a reservation outlive the TTL."""
+    location = StoreLocation(tmp_path.as_uri(), {})
+    lake = _lake(location)
+    r = Reservation("a" * 32, "tid", frozenset({"x"}), 1, now_ms() + 3_600_000)
+    reservations.post(lake.store, r)
+    assert ReservationReader().live(lake.store, {"tid": None}) == [r]
+    written = time.time() - reservations.RESERVATION_TTL - 1
+    os.utime(tmp_path / r.path, (written, written))
+    assert ReservationReader().live(lake.store, {"tid": None}) == []
+
+
+def test_blocking_rules() -> None:
+    mine = ("m" * 32, (5, "m" * 32))
+    old = Reservation("a" * 32, "t", frozenset({"f1"}), 1, 10**15)
+    young = Reservation("b" * 32, "t", frozenset({"f1"}), 9, 10**15)
+    whole = Reservation("c" * 32, "t", frozenset({reservations.WHOLE_TABLE}), 2, 10**15)
+    other_table = Reservation("d" * 32, "u", frozenset({"f1"}), 1, 10**15)
+    every = [old, young, whole, other_table]
+
+    def blocked(removes: dict[str, frozenset[str]], own: tuple[int, str] | None, **kw: object) -> set[str]:
+        return {r.txid[0] for r in reservations.blocking(every, removes, txid=mine[0], own=own, **kw)}  # type: ignore[arg-type]
+
+    assert blocked({"t": frozenset({"f1"})}, None) == {"a", "b", "c"}
+    assert blocked({"t": frozenset({"f2"})}, None) == {"c"}  # the whole table: any file of it
+    assert blocked({"t": frozenset({"f1"})}, mine[1]) == {"a", "c"}  # a holder waits only for older ones
+    assert blocked({"t": frozenset({"f1"})}, None, ignore={old.path}) == {"b", "c"}
+    assert blocked({"v": frozenset({"f1"})}, None) == set()
+    assert reservations.blocking([old], {"t": frozenset({"f1"})}, txid=old.txid, own=None) == []  # its own
+
+
+def test_a_holder_still_losing_reserves_the_whole_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reservations, "WHOLE_AFTER", 1)
+    location = StoreLocation(tmp_path.as_uri(), {})
+    _lake(location)
+    holder = _client(location, reserve_after=1)
+    other = _client(location)
+    tx = holder.transaction()
+    tx.update(ACCT, {"v": "v + 1"}, "k = 1")
+    _bump(other, 10)
+    posted: list[Reservation | None] = []
+    table_id, _ = _acct_file(holder)
+
+    def seen() -> None:
+        posted.append(Reservation.from_bytes(holder.store.get(reservation_path(table_id, tx.txid))))
+
+    holder.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=seen))
+    assert tx.commit().redone == 1
+    assert len(posted) == 1 and posted[0] is not None and posted[0].files == {reservations.WHOLE_TABLE}
+    assert _v(holder, 1) == 111

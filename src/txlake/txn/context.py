@@ -61,6 +61,10 @@ class LakeContext:
     reservations off, neither posted nor waited for (``connect(reservations=True)``; see
     :mod:`txlake.txn.reservations`)."""
     reservations: ReservationReader = field(default_factory=ReservationReader, repr=False)
+    reservations_due: float = 0.0
+    """``time.monotonic()`` from which this client looks at the reservations again even when not racing."""
+    reservations_seen_until: float = 0.0
+    """``time.monotonic()`` until which this client looks before every claim: it saw others' reservations."""
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
 
     @property

@@ -41,6 +41,15 @@ RESERVATION_TTL = 10.0
 """Seconds a reservation holds (by its holder's clock; each redo renews it)."""
 RESERVATION_WAIT = 2.0
 """Longest a commit waits for reservations of others (all of them together) before it goes ahead."""
+WHOLE_TABLE = "*"
+"""In a reservation's files: every file of the table. A file's path changes with every rewrite, so a holder
+still losing after :data:`WHOLE_AFTER` redos of a table reserves all of it: a writer that checked before the
+holder's last renewal would otherwise replace the file it now reads, again and again."""
+WHOLE_AFTER = 4
+LOOK_INTERVAL = 1.0
+"""A client that is not racing still looks at the reservations before a commit that replaces files when it
+has not looked for this many seconds: a client that keeps winning never races, yet must see the reservations
+of those it starves."""
 POLL_FIRST = 0.005
 POLL_MAX = 0.05
 
@@ -79,14 +88,17 @@ class Reservation:
         """The reservation, or ``None`` for a malformed object (ignored: reservations are only advice)."""
         try:
             d = json.loads(data)
+            files = d["files"]
+            if not isinstance(files, list):
+                return None
             return cls(
                 str(d["txid"]),
                 str(d["tableId"]),
-                frozenset(str(f) for f in d["files"]),
+                frozenset(str(f) for f in files),
                 int(d["since"]),
                 int(d["until"]),
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError, MemoryError):
             return None
 
 
@@ -124,7 +136,11 @@ class ReservationReader:
         self._cache: dict[tuple[str, int, float, str | None], Reservation | None] = {}
 
     def live(self, store: ObjectStore, tables: Mapping[str, object]) -> list[Reservation]:
-        """The unexpired reservations of the tables ``tables`` names (by id); ``[]`` if they cannot be listed."""
+        """The unexpired reservations of the tables ``tables`` names (by id); ``[]`` if they cannot be listed.
+
+        A reservation expires at its ``until``, and at the latest :data:`RESERVATION_TTL` after the store last
+        wrote it (a holder whose clock runs ahead cannot make one last longer).
+        """
         try:
             listed = store.list(RESERVATIONS_DIR)
         except TxlakeError:
@@ -136,7 +152,9 @@ class ReservationReader:
             if table_id is None or table_id not in tables:
                 continue
             reservation = self._read(store, meta)
-            if reservation is not None and reservation.table_id == table_id and reservation.until_ms > now:
+            written = int(meta.last_modified.timestamp() * 1000)
+            expires = min(reservation.until_ms, written + int(RESERVATION_TTL * 1000)) if reservation else 0
+            if reservation is not None and reservation.table_id == table_id and expires > now:
                 out.append(reservation)
         return out
 
@@ -173,15 +191,16 @@ def blocking(
     ignore: frozenset[str] | set[str] = frozenset(),
 ) -> list[Reservation]:
     """Of ``reservations``, those a commit removing ``removes`` (files by table id) must wait for: another
-    transaction's, naming a file it removes, older than its own reservation (``own``) if it holds one, and
-    not in ``ignore`` (paths waited out already)."""
+    transaction's, naming a file it removes (or :data:`WHOLE_TABLE`), older than its own reservation (``own``)
+    if it holds one, and not in ``ignore`` (paths waited out already)."""
     return [
         r
         for r in reservations
         if r.txid != txid
         and r.path not in ignore
-        and r.files & removes.get(r.table_id, frozenset())
         and (own is None or r.priority < own)
+        and (removed := removes.get(r.table_id))
+        and (WHOLE_TABLE in r.files or r.files & removed)
     ]
 
 

@@ -88,12 +88,13 @@ from txlake.lakehouse.vacuum import highest_horizon
 from txlake.storage import ObjectStore
 from txlake.txn import group, reservations
 from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
+from txlake.txn.context import CONTENTION_WINDOW
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, settled_view
 from txlake.txn.lease import LeaseHandle
 from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.redo import changed_files, keepable
-from txlake.txn.reservations import RESERVATION_TTL, RESERVATION_WAIT, Reservation
+from txlake.txn.reservations import LOOK_INTERVAL, RESERVATION_TTL, RESERVATION_WAIT, Reservation
 from txlake.txn.staging import FileKey, TableWork, WorkMark
 from txlake.txn.sublog import (
     StagedState,
@@ -1521,25 +1522,29 @@ class Transaction:
         )
         self._redone += redone
         if reserve:
-            self._reserve(table_id)
+            self._reserve(table_id, whole=again + 1 >= reservations.WHOLE_AFTER)
         checked[table_id] = snapshot.version
         seen.difference_update({key for key in seen if key[0] == table_id})
         self._probed.pop(table_id, None)
         return view
 
-    def _reserve(self, table_id: str) -> None:
-        """Post (or renew) our reservation of the files our statements on ``table_id`` read now."""
+    def _reserve(self, table_id: str, *, whole: bool = False) -> None:
+        """Post (or renew) our reservation of the files our statements on ``table_id`` read now (``whole``:
+        of the whole table)."""
         work = self._work[table_id]
         # the files the statements run again read (kept statements' files were not the hot ones)
         files = frozenset(k[0] for k in work.read_keys) - frozenset(work.added)  # own staged files: nobody else's
+        if whole:
+            files = frozenset({reservations.WHOLE_TABLE})
         held = self._reserved.get(table_id)
         if not files:
             return
         now = now_ms()
         since = min([now, *(r.since_ms for r in self._reserved.values())])
-        reservation = Reservation(self.txid, table_id, files, since, now + int(RESERVATION_TTL * 1000))
-        if held is not None and held.files == files:
-            return
+        ttl = int(RESERVATION_TTL * 1000)
+        reservation = Reservation(self.txid, table_id, files, since, now + ttl)
+        if held is not None and held.files == files and held.until_ms - now > ttl // 2:
+            return  # the same files, still well within its time
         if reservations.post(self._ctx.store, reservation):
             self._reserved[table_id] = reservation
 
@@ -1550,18 +1555,31 @@ class Transaction:
             self._reserved.clear()
 
     def _wait_for_reservations(self, record: GlobalRecord) -> bool:
-        """Before a claim by a racing client: wait while another transaction reserves a file our record
-        removes (see :mod:`txlake.txn.reservations`). Whether we waited (the view is then stale)."""
+        """Before a claim: wait while another transaction reserves a file our record removes (see
+        :mod:`txlake.txn.reservations`). Whether we waited (the view is then stale).
+
+        Looked at when this client is racing, has seen reservations of others within the last second, or has
+        not looked for :data:`~txlake.txn.reservations.LOOK_INTERVAL` (a client that keeps winning never
+        races): at most one LIST a second otherwise.
+        """
+        ctx = self._ctx
+        if ctx.reserve_after <= 0:
+            return False
         removes = {
             c.table_id: frozenset(a.path for a in c.actions if isinstance(a, Remove)) for c in record.tables if c.writes
         }
         removes = {tid: paths for tid, paths in removes.items() if paths}
-        if not removes or not self._ctx.racing or self._ctx.reserve_after <= 0:
+        now = time.monotonic()
+        if not removes or not (ctx.racing or now < ctx.reservations_seen_until or now >= ctx.reservations_due):
             return False
         own = min((r.priority for r in self._reserved.values()), default=None)
         waited = 0
         while True:
-            live = self._ctx.reservations.live(self._ctx.store, removes)
+            live = ctx.reservations.live(ctx.store, removes)
+            now = time.monotonic()
+            ctx.reservations_due = now + LOOK_INTERVAL
+            if any(r.txid != self.txid for r in live):
+                ctx.reservations_seen_until = now + CONTENTION_WINDOW
             ahead = reservations.blocking(live, removes, txid=self.txid, own=own, ignore=self._waited_out)
             if not ahead:
                 return waited > 0
