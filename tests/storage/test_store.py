@@ -173,7 +173,8 @@ def test_put_if_absent_after_delete_succeeds(store: ObjectStore) -> None:
 
 def test_put_if_absent_race_has_exactly_one_winner(store: ObjectStore) -> None:
     """16 threads put_if_absent the same key with distinct content: one wins, 15 lose, every round."""
-    writers, rounds = 16, 30
+    # SeaweedFS queues conditional writes on one key (about 5 s a round of 16): fewer rounds there
+    writers, rounds = 16, 10 if store.uri.startswith("s3://") else 30
     barrier = threading.Barrier(writers, timeout=120)
     outcomes: list[list[tuple[int, str]]] = [[] for _ in range(rounds)]
     lock = threading.Lock()
