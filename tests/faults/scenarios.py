@@ -90,17 +90,13 @@ class Transfer:
         return visible[1], violations
 
 
-class ReservedTransfer:
+class ReservedTransfer(Transfer):
     """The transfer conflicts with a healthy client's rewrite of bank.a, is redone, reserves bank.a's file
     (``reserve_after=1``) and, racing, waits for an older rival reservation of the same file until that is
     withdrawn (after its second look). Reservations are advice: whatever their requests suffer, the outcome
     is that of the transfer alone."""
 
     name = "reserved"
-    client: ClassVar[dict[str, Any]] = {}
-
-    def setup(self, uri: str, options: dict[str, str]) -> None:
-        _bank(uri, options)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         lake.context.reserve_after = 1
@@ -119,16 +115,6 @@ class ReservedTransfer:
         )
         lake.store.faults.add(withdraw)
         tx.commit()
-
-    def second(self, lake: txlake.Lakehouse) -> None:
-        with lake.transaction() as tx:
-            tx.append("bank.journal", _journal([100], [0]))
-
-    def check(self, lake: txlake.Lakehouse, run: Run) -> tuple[bool, list[str]]:
-        visible, violations = _check_bank(lake, {1: 10, 100: 0})
-        if not visible[100]:
-            violations.append("the healthy client's commit is missing")
-        return visible[1], violations
 
 
 class RollForwardHelper:
