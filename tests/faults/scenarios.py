@@ -132,7 +132,7 @@ class RollForwardHelper:
         _transfer(tx, 1)
         with pytest.raises(SimulatedCrash):
             tx.commit()
-        wait_lease()
+        wait_lease(uri)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         with lake.transaction() as tx:
@@ -400,7 +400,7 @@ class ResumeCrashed:
         _transfer(tx, 1)
         _die(owner)
         self.txid = tx.txid
-        wait_lease()
+        wait_lease(uri)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         run.txids.append(self.txid)
@@ -451,7 +451,7 @@ class RecoverDead:
         self.live_lake = txlake.connect(uri, options, lease_seconds=5.0)
         self.live = self.live_lake.transaction(resumable=True)
         self.live.append("bank.journal", _journal([4], [0]))
-        wait_lease()
+        wait_lease(uri)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         lake.recover(guard=timedelta(0), dry_run=False)
@@ -471,7 +471,7 @@ class RecoverDead:
             violations.append("the live transaction's commit is missing")
         if len(_claims_of(lake, self.claimed)) != 1:
             violations.append("the claimed transaction was claimed again")
-        wait_lease()  # a fencing lease the faulty recover took stays alive for one lease
+        wait_lease(lake.uri)  # a fencing lease the faulty recover took stays alive for one lease
         report = connect(*self._location(lake)).recover(guard=timedelta(0), dry_run=False)
         if any(t.action not in ("aborted", "skipped", "rolled_forward") for t in report.transactions):
             violations.append(f"a healthy recover afterwards left {report.transactions}")
