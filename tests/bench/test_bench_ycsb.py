@@ -118,3 +118,22 @@ def test_ycsb_bench_with_batched_updates(tmp_path: Path) -> None:
     for m in doc["rows"][0]["params"]["modes"].values():
         if m["available"]:
             assert m["updates"] % 3 == 0 and m["updates"] > 0
+
+
+def test_ycsb_bench_sweeps_batch_sizes(tmp_path: Path) -> None:
+    """``--batch 1 3``: one run of every mode per batch size, rows named by it, and the ratio plot against it."""
+    out = tmp_path / "results"
+
+    args = ["--clients", "2", *TINY[3:], "--batch", "1", "3", "--modes", "redo", "rerun", "--stores", "file"]
+    rc = main(["bench", "ycsb", *args, "--out", str(out)])
+
+    assert rc == 0
+    doc = _load(out)
+    assert doc["parameters"]["batch"] == [1, 3]
+    assert [r["config"] for r in doc["rows"]] == ["file batch 1 2c", "file batch 3 2c"]
+    for row, batch in zip(doc["rows"], [1, 3], strict=True):
+        assert row["params"]["batch"] == batch
+        for m in row["params"]["modes"].values():
+            assert m["check"] and m["updates"] % batch == 0 and m["updates"] > 0
+            assert m["ratio_vs_rerun"] is not None
+    assert (out / "ycsb-batch-ratio.png").read_bytes().startswith(PNG_MAGIC)

@@ -133,8 +133,9 @@ class YcsbOptions:
     modes: tuple[Mode, ...] = MODES
     records: int = 1000
     rows_per_file: int = 100
-    batch: int = 1
-    """YCSB updates per update transaction, on each table (``--batch``): a client bundling its operations."""
+    batch: tuple[int, ...] = (1,)
+    """YCSB updates per update transaction, on each table (``--batch``): a client bundling its operations.
+    Several values sweep the contention (each a run of every mode and client count)."""
     seed: int = 1
     keep: bool = False
     s3_endpoint: str | None = None
@@ -716,10 +717,17 @@ def _final_counts(
 
 
 def run_mode(
-    mode: Mode, store: Store, clients: int, options: YcsbOptions, deltalake: ModuleType | None, console: Console
+    mode: Mode,
+    store: Store,
+    clients: int,
+    options: YcsbOptions,
+    deltalake: ModuleType | None,
+    console: Console,
+    batch: int = 1,
 ) -> ModeRun:
-    """Fresh tables, ``clients`` processes for ``options.seconds``, then the counters read back."""
-    path = f"{mode}/c{clients}"
+    """Fresh tables, ``clients`` processes for ``options.seconds`` (``batch`` updates per transaction), then the
+    counters read back."""
+    path = f"{mode}/b{batch}/c{clients}"
     uri, tables = build_tables(mode, store, path, options, deltalake)
     tasks = [
         ClientTask(
@@ -731,16 +739,17 @@ def run_mode(
             options.records,
             options.seconds,
             options.seed * 1000 + i,  # each client its own stream; the same streams in every mode
-            options.batch,
+            batch,
         )
         for i in range(clients)
     ]
-    results = run_clients(tasks, options.seconds, f"{store.name}, {mode}, {clients} clients", console)
+    what = f"{store.name}, {mode}, {clients} clients" + (f", batch {batch}" if batch > 1 else "")
+    results = run_clients(tasks, options.seconds, what, console)
     final_updates, final_rows = _final_counts(mode, uri, tables, store, deltalake)
     run = ModeRun(mode, store.name, clients, tuple(results), final_updates, final_rows)
     s = run.summary(options.records)
     console.log(
-        f"{store.name}, {mode}, {clients} clients: {s['ops_per_second']:.1f} ops/s, {s['aborts']} aborts, "
+        f"{what}: {s['ops_per_second']:.1f} ops/s, {s['aborts']} aborts, "
         f"{s['failed']} failed, {s['redone']} redone, {s['errors']} errors, check {'ok' if s['check'] else 'FAILED'}"
     )
     return run
@@ -767,14 +776,16 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
     with open_stores(options, console) as stores:
         described = {s.name: s.description for s in stores}
         for store in stores:
-            for n in options.clients:
-                modes: dict[str, dict[str, Any]] = {}
-                for mode in options.modes:
-                    if mode in runnable:
-                        modes[mode] = run_mode(mode, store, n, options, deltalake, console).summary(options.records)
-                    else:
-                        modes[mode] = _not_available()
-                rows.append(_row(store.name, n, modes))
+            for batch in options.batch:
+                for n in options.clients:
+                    modes: dict[str, dict[str, Any]] = {}
+                    for mode in options.modes:
+                        if mode in runnable:
+                            ran = run_mode(mode, store, n, options, deltalake, console, batch)
+                            modes[mode] = ran.summary(options.records)
+                        else:
+                            modes[mode] = _not_available()
+                    rows.append(_row(store.name, n, modes, batch if len(options.batch) > 1 else None))
     return BenchReport(
         name=NAME,
         metric="committed ops/s, txlake = redo mode (higher is better)",
@@ -788,12 +799,12 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
             "seconds": options.seconds,
             "records_per_table": options.records,
             "rows_per_file": options.rows_per_file,
-            "batch": options.batch,
+            "batch": options.batch[0] if len(options.batch) == 1 else list(options.batch),
             "row_bytes": 8 + len(FIELDS) * FIELD_BYTES + 8,
             "seed": options.seed,
             "workload": "YCSB A: readproportion 0.5, updateproportion 0.5, scrambled zipfian 0.99, 2 tables",
             "read": "lake.snapshot(), read_arrow(t, where='key = k') on each table (delta-rs: QueryBuilder SQL)",
-            "update": f"one transaction of {options.batch} YCSB update(s): tx.update(t, {{field0: new 100 bytes, "
+            "update": "one transaction of `batch` YCSB update(s): tx.update(t, {field0: new 100 bytes, "
             "updates: updates + 1}, 'key = k') on each table per update, each a zipfian key (delta-rs: "
             "DeltaTable.update per table and key, not atomic); each update counts as one operation",
             "isolation": "serializable (txlake default)",
@@ -820,7 +831,9 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
     )
 
 
-def _row(store: StoreName, clients: int, modes: dict[str, dict[str, Any]]) -> BenchRow:
+def _row(store: StoreName, clients: int, modes: dict[str, dict[str, Any]], batch: int | None = None) -> BenchRow:
+    """One configuration's row (``batch`` named in it when the run sweeps several)."""
+
     def rate(mode: str) -> float:
         m = modes.get(mode)
         return float(m["ops_per_second"]) if m and m["available"] else 0.0
@@ -837,7 +850,11 @@ def _row(store: StoreName, clients: int, modes: dict[str, dict[str, Any]]) -> Be
             summary["ratio_vs_rerun"] = _ratio(rate(name), rate("rerun")) if "rerun" in modes else None
             summary["ratio_vs_delta_rs"] = _ratio(rate(name), rate("delta-rs")) if "delta-rs" in modes else None
     params = {"store": store, "clients": clients, "contended": contended, "targets": targets, "modes": modes}
-    return BenchRow(f"{store} {clients}c", rate("redo"), rate("rerun"), params)
+    config = f"{store} {clients}c"
+    if batch is not None:
+        params["batch"] = batch
+        config = f"{store} batch {batch} {clients}c"
+    return BenchRow(config, rate("redo"), rate("rerun"), params)
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -904,6 +921,33 @@ def plot_modes(report: BenchReport, path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def plot_batch_ratio(report: BenchReport, path: Path) -> bool:
+    """redo / rerun against ``--batch`` (statements per transaction), a line per store and client count, with
+    the target; ``False`` (nothing written) unless the run swept several batch sizes."""
+    lines: dict[str, list[tuple[int, float]]] = {}
+    for row in report.rows:
+        ratio = row.params["modes"].get("redo", {}).get("ratio_vs_rerun")
+        if "batch" in row.params and ratio is not None:
+            lines.setdefault(f"{row.params['store']} {row.params['clients']}c", []).append((row.params["batch"], ratio))
+    if not any(len(points) > 1 for points in lines.values()):
+        return False
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for label, points in lines.items():
+        ax.plot([b for b, _ in points], [r for _, r in points], marker="o", label=label)
+    ax.axhline(REDO_TARGET, color="grey", linestyle="--", linewidth=1, label=f"target {REDO_TARGET:g}x")
+    ax.set_xlabel("YCSB updates per transaction and table (--batch)")
+    ax.set_ylabel("redo / rerun, committed ops/s")
+    ax.set_title(f"{NAME}: what redo saves as transactions grow")
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=120)
+    return True
+
+
 # ------------------------------------------------------------------------------------------------------ CLI
 
 
@@ -926,8 +970,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch",
         type=positive,
-        default=1,
-        help="YCSB updates per update transaction on each table, as a client bundling its operations (default 1)",
+        nargs="+",
+        default=[1],
+        metavar="K",
+        help="YCSB updates per update transaction on each table, as a client bundling its operations (default 1); "
+        "several values sweep the contention",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the data and the clients' key streams")
     parser.add_argument("--keep", action="store_true", help="keep the tables written")
@@ -942,7 +989,7 @@ def options_from_args(args: argparse.Namespace) -> YcsbOptions:
         modes=tuple(dict.fromkeys(args.modes)),
         records=args.records,
         rows_per_file=args.rows_per_file,
-        batch=args.batch,
+        batch=tuple(dict.fromkeys(args.batch)),
         seed=args.seed,
         keep=args.keep,
         s3_endpoint=args.s3_endpoint,
@@ -969,7 +1016,11 @@ def run(args: argparse.Namespace) -> int:
     json_path, png_path = write_report(out, report)
     modes_png = out / f"{NAME}-modes.png"
     plot_modes(report, modes_png)
-    console.print(f"wrote {json_path}, {png_path} and {modes_png}")
+    written = [str(json_path), str(png_path), str(modes_png)]
+    ratio_png = out / f"{NAME}-batch-ratio.png"
+    if plot_batch_ratio(report, ratio_png):
+        written.append(str(ratio_png))
+    console.print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
     failed = [
         f"{row.config} {mode}"
         for row in report.rows
