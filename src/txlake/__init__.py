@@ -47,8 +47,9 @@ from txlake.errors import (
 from txlake.lake import Lakehouse, LakehouseSnapshot, TransactionStatus, connect
 from txlake.lakehouse.tags import Tag
 from txlake.lakehouse.vacuum import VacuumFile, VacuumReport
+from txlake.txn.commit import CommitResult
 from txlake.txn.recovery import RecoveredTransaction, RecoveryReport
-from txlake.txn.transaction import CommitResult, MergeMetrics, OptimizeMetrics, Transaction
+from txlake.txn.transaction import MergeMetrics, OptimizeMetrics, Transaction
 
 __all__ = [
     "AppendOnlyTableError",

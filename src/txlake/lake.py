@@ -43,12 +43,13 @@ from txlake.lakehouse.tables import SnapshotCache
 from txlake.lakehouse.tags import Tag, TagStore, tag_name_argument
 from txlake.lakehouse.vacuum import DEFAULT_RETENTION, VacuumReport, highest_horizon, vacuum
 from txlake.storage import ObjectStore
+from txlake.txn.commit import CommitResult
 from txlake.txn.context import LakeContext
 from txlake.txn.engine import DataEngine, ScanSpec, SparkReader, SparkWriter, TableLocation
 from txlake.txn.intents import Concurrency
 from txlake.txn.recovery import DEFAULT_GUARD, RecoveryReport, recover, resume
 from txlake.txn.reservations import RESERVE_AFTER
-from txlake.txn.transaction import CommitResult, DmlEngine, OptimizeMetrics, Transaction
+from txlake.txn.transaction import DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]

@@ -15,6 +15,7 @@ from txlake.delta.actions import now_ms
 from txlake.errors import SimulatedCrash
 from txlake.storage import FaultRule
 from txlake.txn import group
+from txlake.txn.commit import Validation
 from txlake.txn.intents import IntentMarker, marker_path
 from txlake.txn.lease import Heartbeat, lease_path
 from txlake.txn.reservations import RESERVATIONS_DIR, Reservation, post
@@ -280,8 +281,9 @@ class GroupClaimer(_GroupScenario):
         tx.append("grp.member", _accounts([5], [5]))
         # what a writer that lost a claim race does: validate against the log, post the record as an intent
         view = member.context.glog.view()
-        bases = tx._validate_tables(view, view.claimed_state(), {t: w.base_version for t, w in tx._work.items()}, set())
-        record = tx._record(view, bases)
+        validation = Validation(tx)
+        bases = validation.validate(view)
+        record = validation.record(view, bases)
         assert group.groupable(record)
         group.post_intent(member.store, record)
         self.member = (tx.txid, record.version)

@@ -56,8 +56,8 @@ PROTOCOLS: tuple[Protocol, ...] = ("old", "new", "delta-rs")
 # ------------------------------------------------------------------------- protocol constants (mirrored)
 
 EMBEDDED_OUTCOMES = 8  # txlake.lakehouse.log.EMBEDDED_OUTCOMES
-GROUP_WAIT_ROUND_TRIPS = 3  # txlake.txn.transaction.GROUP_WAIT_ROUND_TRIPS
-START_VIEW_REUSE_MS = 250.0  # txlake.txn.transaction.START_VIEW_REUSE
+GROUP_WAIT_ROUND_TRIPS = 3  # txlake.txn.commit.GROUP_WAIT_ROUND_TRIPS
+START_VIEW_REUSE_MS = 250.0  # txlake.txn.commit.START_VIEW_REUSE
 CONTENTION_WINDOW_MS = 1000.0  # txlake.txn.context.CONTENTION_WINDOW
 FIRST_ROUND_TRIP_MS = 2.0  # txlake.txn.context.ROUND_TRIP
 MAX_ROUND_TRIP_MS = 500.0  # observe_round_trip caps a sample at 0.5 s
@@ -65,7 +65,7 @@ AWAIT_FIRST_DELAY_MS = 2.0  # txlake.txn.context.AWAIT_FIRST_DELAY
 AWAIT_MAX_DELAY_MS = 20.0  # txlake.txn.context.AWAIT_MAX_DELAY
 MAX_MEMBERS = 64  # txlake.txn.group.MAX_MEMBERS
 READ_CONCURRENCY = 16  # txlake.txn.group.READ_CONCURRENCY
-FRESH_VIEW_EVERY = 16  # Transaction._next_view: every 16th rebase re-reads the tail
+FRESH_VIEW_EVERY = 16  # Commit._next_view (txn/commit.py): every 16th rebase re-reads the tail
 CHECKPOINT_INTERVAL = 100  # connect(checkpoint_interval=100): a global checkpoint every 100 versions
 DELTA_CHECKPOINT_INTERVAL = 100  # txlake.txn.context.DELTA_CHECKPOINT_INTERVAL
 
@@ -725,7 +725,7 @@ class _Run:
         yield from self._cpu(w, self.client.txn_cpu / 2)
 
     def _lost(self, w: Writer, version: int, rebases: int, winner: Record | None) -> Task[None]:
-        """``Transaction._next_view`` after a lost claim of ``version``: now and then a fresh tail, else a
+        """``Commit._next_view`` after a lost claim of ``version``: now and then a fresh tail, else a
         short random sleep and the winner's record (the old protocol reads it now, the new one has it)."""
         if self.measuring:
             self.rebases += 1
@@ -815,7 +815,7 @@ class _Run:
         return tuple(others)
 
     def _member(self, w: Writer, winner: Record) -> Task[None]:
-        """``Transaction._as_member``: wait for the claimer's outcome (first wait: 3 round trips)."""
+        """``Commit._as_member``: wait for the claimer's outcome (first wait: 3 round trips)."""
         yield from self._await_outcome(w, winner.version, GROUP_WAIT_ROUND_TRIPS * w.round_trip)
         yield from self._await_visible(w, winner.version)
         w.snapshot_at = self.store.table_versions[w.id]  # remember_commits: no GET for our own commit

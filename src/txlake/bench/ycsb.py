@@ -81,7 +81,8 @@ from txlake.errors import ConflictError, TxlakeError
 from txlake.lake import Lakehouse
 from txlake.storage import ObjectStore
 from txlake.testing.seaweedfs import SeaweedFS, SeaweedFSError
-from txlake.txn.transaction import CommitResult, Transaction
+from txlake.txn.commit import CommitResult
+from txlake.txn.transaction import Transaction
 
 NAME = "ycsb"
 HELP = "YCSB workload A over two tables, 1-8 client processes: redo vs re-runs, pessimistic, delta-rs"

@@ -6,12 +6,11 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import random
 import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -26,7 +25,7 @@ from txlake.arguments import (
     string_mapping_argument,
 )
 from txlake.ddl import parse_ddl_schema, parse_ddl_type
-from txlake.delta.actions import Action, Add, Metadata, Remove, now_ms
+from txlake.delta.actions import Add, Metadata, now_ms
 from txlake.delta.colmap import MAX_COLUMN_ID, mapped_added_columns, mapped_for_new_table
 from txlake.delta.dv import unique_id
 from txlake.delta.features import check_write_support, protocol_for_new_table, with_deletion_vectors
@@ -38,14 +37,9 @@ from txlake.delta.snapshot import load_snapshot
 from txlake.delta.state import Snapshot
 from txlake.engine.arrow_dml import delete_rows, merge_rows, update_rows
 from txlake.errors import (
-    CatalogChangedError,
     CommitStateUnknownError,
-    ConcurrentAppendError,
-    ConcurrentDeleteDeleteError,
-    ConcurrentDeleteReadError,
     ConcurrentTransactionError,
     ConflictError,
-    CorruptLogError,
     DataFileNotFoundError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
@@ -55,15 +49,11 @@ from txlake.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
     TransactionClosedError,
-    TransactionExpiredError,
-    TransientStorageError,
     TxlakeError,
     UnsupportedFeatureError,
-    VersionNotFoundError,
 )
 from txlake.expr import parse_expression
-from txlake.lakehouse.ages import MAX_TRANSACTION_AGE
-from txlake.lakehouse.log import GlobalVersionTakenError, LogView
+from txlake.lakehouse.log import LogView
 from txlake.lakehouse.records import (
     ISOLATION_LEVELS,
     CatalogOp,
@@ -71,30 +61,22 @@ from txlake.lakehouse.records import (
     CreateTable,
     DropNamespace,
     DropTable,
-    GlobalRecord,
     Isolation,
     LakehouseState,
-    Outcome,
-    ReadSet,
     RegisterTable,
     RenameTable,
     SetProperties,
-    TableChange,
     TableEntry,
     apply_catalog,
 )
-from txlake.lakehouse.tags import TagStore
-from txlake.lakehouse.vacuum import highest_horizon
 from txlake.storage import ObjectStore
-from txlake.txn import group, reservations
-from txlake.txn.conflicts import ChangeSummary, IsolationPolicy, PendingChange, check
-from txlake.txn.context import CONTENTION_WINDOW
+from txlake.txn.commit import Commit, CommitResult, Validation, joining_tables, pending_change, withdraw
+from txlake.txn.conflicts import IsolationPolicy
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, settled_view
 from txlake.txn.lease import LeaseHandle
-from txlake.txn.publish import PublishResult, load_actions, marker, publish
 from txlake.txn.redo import changed_files, keepable
-from txlake.txn.reservations import LOOK_INTERVAL, RESERVATION_TTL, RESERVATION_WAIT, Reservation
+from txlake.txn.reservations import RESERVATION_WAIT, Reservation
 from txlake.txn.staging import FileKey, TableWork, WorkMark
 from txlake.txn.sublog import (
     StagedState,
@@ -113,26 +95,10 @@ if TYPE_CHECKING:
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 128
 """Longest namespace or table name part: the table's directory must fit a file name on every store."""
-GROUP_WAIT_ROUND_TRIPS = 3
-"""A writer that posted a group intent waits up to this many request round trips for someone to claim it."""
-START_VIEW_REUSE = 0.25
-"""Seconds during which a transaction commits from the log view it started with (no re-read of the tail)."""
-PUBLISH_ATTEMPTS = 4
-"""Publication attempts after a claim before the commit reports :class:`CommitStateUnknownError`."""
 TxStatus = Literal["active", "committed", "aborted", "unknown"]
 """``unknown``: the commit raised :class:`CommitStateUnknownError` (it may still be rolled forward)."""
 _log = logging.getLogger("txlake")
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-REDO_CONFLICTS = (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDeleteDeleteError)
-"""Conflicts a redo resolves: another commit changed data a statement read or rewrote (not the schema,
-protocol, catalog or an application transaction id)."""
-REPLAYABLE_OPERATIONS = frozenset({"WRITE", "OVERWRITE", "DELETE", "UPDATE", "MERGE"})
-REDO_BASE_DELAY = 0.01
-REDO_MAX_DELAY = 1.0
-MAX_REDOS = 100
-"""Redos per commit (and the commit timeout) before the conflict is raised: a table rewritten again and again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,19 +182,6 @@ def _check_lengths(name: str, parts: Sequence[str]) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    """What a successful commit did."""
-
-    version: int
-    read_version: int
-    table_versions: Mapping[str, int] = field(default_factory=dict)
-    read_only: bool = False
-    rebases: int = 0
-    redone: int = 0
-    """Statements re-executed on a newer snapshot because a concurrent commit conflicted with them (redo)."""
-
-
 class Transaction:
     """A multi-statement, multi-table transaction at one isolation level.
 
@@ -283,7 +236,7 @@ class Transaction:
         self._unadopted: set[str] = set()  # tables whose unadopted plain-writer commits this one conflicted with
         self._claimed: int | None = None  # the global version this transaction claimed (or may have claimed)
         # the oldest lakehouse version whose data files this transaction re-adds (restore, clone): vacuum may
-        # delete them if it recorded a higher horizon, so the commit checks after claiming (see _after_claim)
+        # delete them if it recorded a higher horizon, so the commit checks after claiming (see Commit._after_claim)
         self._borrows_from: int | None = None
         self._probed: dict[str, tuple[int, int]] = {}  # table -> (mapped version probed at, newest Delta version)
         # catalog reads (serializable validates them): names looked up, namespaces probed, listings taken
@@ -293,7 +246,7 @@ class Transaction:
         self._status: TxStatus = "active"
         self.result: CommitResult | None = None
         # held once other clients must tell this transaction alive from dead (txn/lease.py): renewed by the
-        # lakehouse's heartbeat until the transaction ends; checked before every claim (_check_age)
+        # lakehouse's heartbeat until the transaction ends; checked before every claim (Commit._check_age)
         self._lease: LeaseHandle | None = None
         # pessimistic mode (txn/intents.py): an intent marker on every table before it is first read or written
         self.concurrency: Concurrency = check_concurrency(concurrency)
@@ -354,7 +307,7 @@ class Transaction:
         left to roll-forward, which does not need it). The sublog goes first, unless the outcome is unknown
         (its claim markers then tell ``resume``/``recover`` which version to look at); then the intent markers:
         a marker never outlives its lease."""
-        self._withdraw()
+        withdraw(self)
         if self._sublog.active and self._status in ("committed", "aborted") and self._owns_files():
             # (taken over: the sublog is the new holder's now, and so are the files it names)
             with contextlib.suppress(TxlakeError):
@@ -421,7 +374,7 @@ class Transaction:
                 if self._intents is not None:
                     version = self._acquire(entry)
                 snapshot = self._ctx.snapshots.get(entry, version)
-            elif entry.id in self._joining():  # an existing Delta table joining the catalog here
+            elif entry.id in joining_tables(self._ops):  # an existing Delta table joining the catalog here
                 snapshot = self._ctx.snapshots.get(entry, self._view.table_versions[entry.id])
             work = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
             self._work[entry.id] = work
@@ -451,11 +404,12 @@ class Transaction:
     def _recheck(self, decided: LakehouseState) -> None:
         """Pessimistic mode: everything this transaction touched still reads the same at ``decided`` (checked as
         under serializable); else the :class:`ConflictError` of the commit that changed it."""
+        validation = Validation(self)
         for tid, work in self._work.items():
             mapped = decided.table_versions.get(tid, -1)
             if work.snapshot is not None and mapped > work.base_version:
                 versions = list(range(work.base_version + 1, mapped + 1))
-                self._check_commits(work, self._pending(work), versions, mapped, isolation="serializable")
+                validation.check_commits(work, pending_change(work), versions, mapped, isolation="serializable")
 
     def _writable(self, name: str) -> TableWork:
         """``name`` for a write, before anything is written: :class:`UnsupportedFeatureError` if its protocol has
@@ -643,7 +597,8 @@ class Transaction:
         return self._clone(work.entry, work.snapshot, work.plan_query(None), target)
 
     def _borrow(self, version: int) -> None:
-        """Note that this transaction re-adds data files of lakehouse ``version`` (see :meth:`_after_claim`)."""
+        """Note that this transaction re-adds data files of lakehouse ``version`` (see
+        :meth:`~txlake.txn.commit.Commit._after_claim`)."""
         self._borrows_from = version if self._borrows_from is None else min(self._borrows_from, version)
 
     def _clone(self, entry: TableEntry, snapshot: Snapshot, files: Sequence[Add], target: str) -> int:
@@ -1321,7 +1276,7 @@ class Transaction:
             self._release_dropped()
             return self.result
         try:
-            result = self._commit()
+            result = Commit(self).run()
         except CommitStateUnknownError:
             self._status = "unknown"
             raise
@@ -1343,255 +1298,6 @@ class Transaction:
                 work.release_dropped()
             except TxlakeError as exc:  # left as orphans for vacuum: their names carry the txid
                 _log.debug("txlake: %s: deleting replaced staged files: %s", self.txid, exc)
-
-    def _commit(self) -> CommitResult:
-        if self._lease is not None:
-            self._lease.ensure()  # taken over (resumed, recovered): nothing of ours may be claimed any more
-        checked: dict[str, int] = {tid: w.base_version for tid, w in self._work.items()}
-        seen: set[tuple[str, int]] = set()  # (table, claimed version) already validated from its record
-        rebases = 0
-        deadline = time.monotonic() + self._ctx.commit_timeout
-        # without competition a view of a moment ago is as good as a new one (a claim taken since makes ours
-        # fail and names the winner); when racing others it is likely stale, and a lost claim costs more
-        fresh = not self._ctx.racing and time.monotonic() - self._started < START_VIEW_REUSE
-        view = self._start_view if fresh else self._ctx.view()
-        redos: dict[str, int] = {}  # redos per table in this commit
-        while True:
-            claimed = view.claimed_state()
-            self._validate_catalog(claimed)
-            try:
-                bases = self._validate_tables(view, claimed, checked, seen)
-            except ConflictError as exc:
-                # one table at a time: redoing every conflicting table in one round was measured slower
-                # (more statements run again: the round's window is longer)
-                entry = self._view.table_by_name(exc.table) if exc.table else None
-                redoable = entry is not None and self._redoable(entry.id, exc) and time.monotonic() < deadline
-                redone = self._redo_after(entry.id, exc, redos, checked, seen) if entry and redoable else None
-                if redone is None:
-                    raise
-                view = redone
-                continue
-            record = self._record(view, bases)
-            if not record.tables and not record.catalog:
-                return CommitResult(view.decided.version, self.read_version, read_only=True)
-            if self._wait_for_reservations(record):
-                view = self._ctx.view()  # the holder committed (or gave up) meanwhile: validate against it
-                continue
-            self._check_age()
-            self._log_claim(record.version)
-            winner: GlobalRecord | None = None
-            lost = False
-            if self._ctx.contended:  # group commit: offer ours to the next claimer, take in the others'
-                if group.groupable(record):
-                    self._post_intent(record)
-                    winner = self._claimed_meanwhile(record.version)
-                    lost = winner is not None
-                if not lost:
-                    intents = group.collect(self._ctx.store, record.version, exclude=self.txid)
-                    record = group.merge(record, intents, live_tables=frozenset(claimed.tables))
-            if not lost:
-                try:
-                    self._claim(record)
-                except GlobalVersionTakenError:
-                    lost = True
-                    winner = self._winner(record.version)
-                except CommitStateUnknownError:
-                    raise
-                except TxlakeError:
-                    if self._claimed is None:
-                        raise
-                    # our intent for this version is posted: whoever claims it may take us in, so only its
-                    # record can say we failed (read back with retries; absent or unreadable: unknown)
-                    theirs = self._winner(record.version)
-                    if theirs is None or not theirs.includes(self.txid):
-                        self._claimed = None  # decided without us: nothing of ours can appear
-                        raise
-                    if theirs.txid != self.txid:
-                        return self._as_member(theirs, rebases)
-                    record = theirs  # our own claim landed after all: publish it
-            if lost and winner is not None and winner.txid == self.txid:  # read back: our own claim landed
-                lost, record = False, winner
-                self._claimed = record.version
-            if lost:
-                rebases += 1
-                self._ctx.note_contention()
-                if winner is not None and winner.includes(self.txid):
-                    return self._as_member(winner, rebases)
-                self._claimed = None  # the version is someone else's, without us: nothing of ours is claimed
-                if time.monotonic() > deadline:
-                    raise ConcurrentTransactionError(
-                        f"could not claim a global version within {self._ctx.commit_timeout:.0f}s",
-                        read_version=self.read_version,
-                    ) from None
-                view = self._next_view(view, winner, rebases)
-                continue
-            self._withdraw()  # our claim is in the log: those waiting for us validate against it now
-            self._after_claim(record)
-            published = self._publish(record)
-            if not published.outcome.committed:
-                self._aborted(record, published)
-            self._await_visible(record.version)
-            try:
-                self._ctx.after_commit(record.version)
-            except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
-                _log.warning("txlake: after committing global version %d: %s", record.version, exc)
-            return CommitResult(
-                record.version,
-                self.read_version,
-                self._versions(published.outcome),
-                rebases=rebases,
-                redone=self._redone,
-            )
-
-    def _redoable(self, table_id: str, conflict: ConflictError) -> bool:
-        """Whether redo may resolve ``conflict`` on table ``table_id``: the statements there read only their
-        own table (and literals or sources the application passed in), the application read no data in this
-        transaction, and nothing is claimed yet."""
-        if not self._redo or self._read_data or self._claimed is not None or not isinstance(conflict, REDO_CONFLICTS):
-            return False
-        if table_id in self._unadopted or not self._owns_files():  # taken over: the staged files are the new holder's
-            return False
-        work = self._work.get(table_id)
-        statements = self._statements.get(table_id)
-        return not (
-            work is None
-            or work.snapshot is None
-            or not statements
-            or work.new_metadata is not None
-            or any(op not in REPLAYABLE_OPERATIONS for op in work.operations)
-            or not all(s.replayable for s in statements)
-        )
-
-    def _redo_after(
-        self,
-        table_id: str,
-        conflict: ConflictError,
-        redos: dict[str, int],
-        checked: dict[str, int],
-        seen: set[tuple[str, int]],
-    ) -> LogView | None:
-        """Resolve a data conflict by redo: re-execute the statements of table ``table_id`` (which
-        :meth:`_redoable` allows) on its newest decided snapshot (this transaction's other tables keep what
-        they staged); the newer view to validate again, or ``None`` when the conflict stands (too many redos,
-        or the table dropped meanwhile).
-
-        Sound because every statement redone reads only its own table (and literals or sources the application
-        passed in), and the application read no data in this transaction: the transaction is then equivalent
-        to one that ran all its statements at the newer version, where its other tables, validated up to it,
-        hold what they held at its start for everything it touched. See docs/protocol.md, "Redo".
-        """
-        if sum(redos.values()) >= MAX_REDOS:
-            return None
-        self._ctx.note_contention()  # from now on this client waits for others' reservations too
-        again = redos.get(table_id, 0)
-        reserve = 0 < self._ctx.reserve_after <= again + 1
-        # this table conflicted again after its redo: a hot table. Reserving its files gives the next attempt
-        # its turn; without (or when that does not help: writers of other clients or plain Delta writers) back
-        # off, with full jitter, as lake.run does
-        backoff = again - (self._ctx.reserve_after + 2 if reserve else 0)
-        if backoff > 0:
-            time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**backoff)))
-        redos[table_id] = again + 1
-        # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
-        # their lease), not just the one that conflicted: under contention each redo would meet the next one
-        view = self._ctx.view()
-        claims = [p.record.version for p in view.pending if _changes(p.record, table_id)]
-        last = max([*claims, conflict.winning_version or -1])
-        if last > view.decided.version:
-            self._or_unknown(last, lambda: self._ctx.await_prefix(last))
-            view = self._ctx.view()
-        decided = view.decided
-        if table_id not in decided.tables:
-            return None  # dropped meanwhile: the catalog validation reports it
-        work = self._work[table_id]
-        entry = work.entry
-        snapshot = self._ctx.snapshots.get(entry, decided.table_versions[table_id])
-        statements = self._statements[table_id]
-        redone = self._redo_statements(entry, work, snapshot, statements)
-        _log.debug(
-            "txlake: %s: %s with global version %s; ran %d of %d statement(s) on %s again at Delta version %d "
-            "(global version %d)",
-            self.txid,
-            type(conflict).__name__,
-            conflict.winning_version,
-            redone,
-            len(statements),
-            entry.name,
-            snapshot.version,
-            decided.version,
-        )
-        self._redone += redone
-        if reserve:
-            self._reserve(table_id, whole=again + 1 >= reservations.WHOLE_AFTER)
-        checked[table_id] = snapshot.version
-        seen.difference_update({key for key in seen if key[0] == table_id})
-        self._probed.pop(table_id, None)
-        return view
-
-    def _reserve(self, table_id: str, *, whole: bool = False) -> None:
-        """Post (or renew) our reservation of the files our statements on ``table_id`` read now (``whole``:
-        of the whole table)."""
-        work = self._work[table_id]
-        # the files the statements run again read (kept statements' files were not the hot ones)
-        files = frozenset(k[0] for k in work.read_keys) - frozenset(work.added)  # own staged files: nobody else's
-        if whole:
-            files = frozenset({reservations.WHOLE_TABLE})
-        held = self._reserved.get(table_id)
-        if not files:
-            return
-        now = now_ms()
-        since = min([now, *(r.since_ms for r in self._reserved.values())])
-        ttl = int(RESERVATION_TTL * 1000)
-        reservation = Reservation(self.txid, table_id, files, since, now + ttl)
-        if held is not None and held.files == files and held.until_ms - now > ttl // 2:
-            return  # the same files, still well within its time
-        if reservations.post(self._ctx.store, reservation):
-            self._reserved[table_id] = reservation
-
-    def _withdraw(self) -> None:
-        """Delete our reservations (claimed, or the commit ended whatever its outcome)."""
-        if self._reserved:
-            reservations.withdraw(self._ctx.store, [r.path for r in self._reserved.values()])
-            self._reserved.clear()
-
-    def _wait_for_reservations(self, record: GlobalRecord) -> bool:
-        """Before a claim: wait while another transaction reserves a file our record removes (see
-        :mod:`txlake.txn.reservations`). Whether we waited (the view is then stale).
-
-        Looked at when this client is racing, has seen reservations of others within the last second, or has
-        not looked for :data:`~txlake.txn.reservations.LOOK_INTERVAL` (a client that keeps winning never
-        races): at most one LIST a second otherwise.
-        """
-        ctx = self._ctx
-        if ctx.reserve_after <= 0:
-            return False
-        removes = {
-            c.table_id: frozenset(a.path for a in c.actions if isinstance(a, Remove)) for c in record.tables if c.writes
-        }
-        removes = {tid: paths for tid, paths in removes.items() if paths}
-        now = time.monotonic()
-        if not removes or not (ctx.racing or now < ctx.reservations_seen_until or now >= ctx.reservations_due):
-            return False
-        own = min((r.priority for r in self._reserved.values()), default=None)
-        waited = 0
-        while True:
-            live = ctx.reservations.live(ctx.store, removes)
-            now = time.monotonic()
-            ctx.reservations_due = now + LOOK_INTERVAL
-            if any(r.txid != self.txid for r in live):
-                ctx.reservations_seen_until = now + CONTENTION_WINDOW
-            ahead = reservations.blocking(live, removes, txid=self.txid, own=own, ignore=self._waited_out)
-            if not ahead:
-                return waited > 0
-            if self._reservation_wait <= 0:
-                # waited long enough (a crashed holder's reservation waits out its TTL): go ahead, and never wait
-                # for these again in this transaction
-                self._waited_out.update(r.path for r in ahead)
-                return waited > 0
-            began = time.monotonic()
-            reservations.pause(waited)
-            waited += 1
-            self._reservation_wait -= time.monotonic() - began
 
     def _redo_statements(
         self, entry: TableEntry, work: TableWork, snapshot: Snapshot, statements: Sequence[_Statement]
@@ -1635,37 +1341,6 @@ class Transaction:
                 work.forget(keep=set(new.added) | set(new.dropped))
         self._statements[entry.id] = out
         return sum(1 for a, b in zip(statements, out, strict=False) if a is not b)
-
-    def _after_claim(self, record: GlobalRecord) -> None:
-        """A transaction that re-adds old files (restore, clone) looks for a vacuum horizon above their version
-        *after* claiming: vacuum records its horizon *before* it reads the claims, so either vacuum saw our
-        claim (and keeps its files) or we see its horizon and decide our version aborted before publishing."""
-        if self._borrows_from is None:
-            return
-        try:
-            horizon = highest_horizon(self._ctx.store)
-            problem = None if horizon <= self._borrows_from else f"vacuum horizon {horizon} is above it"
-            if problem is not None and self._borrows_from in {t.version for t in TagStore(self._ctx.store).list()}:
-                problem = None  # a tagged version: every vacuum keeps its files (it reads the tags after its horizon)
-        except TxlakeError as exc:
-            problem = f"the vacuum horizon cannot be read: {exc}"
-        if problem is None:
-            return
-        reason = f"it re-adds data files of lakehouse version {self._borrows_from}, and the {problem}"
-        outcome = self._or_unknown(
-            record.version,
-            lambda: self._ctx.glog.decide(Outcome(record.version, self.txid, "aborted", {}, now_ms(), reason)),
-        )
-        if outcome.committed:
-            return  # rolled forward by another client after our lease: it stands
-        self._claimed = None
-        raise VersionNotFoundError(
-            f"lakehouse version {self._borrows_from} is older than the vacuum horizon: its files may have been "
-            f"deleted ({reason}); nothing was committed",
-            version=self._borrows_from,
-        )
-
-    # ------------------------------------------------------------------------------------------ sublog
 
     def _mark(self, name: object) -> WorkMark:
         entry = self._view.table_by_name(name) if isinstance(name, str) else None
@@ -1810,177 +1485,6 @@ class Transaction:
         if not self._view.has_namespace(namespace):
             self._catalog(CreateNamespace(namespace))
 
-    def _check_age(self) -> None:
-        """Refuse to claim (or offer ourselves to a group) past :data:`MAX_TRANSACTION_AGE`: vacuum deletes the
-        files of transactions that old which no version references, so ours may be gone."""
-        if self._lease is not None:
-            self._lease.ensure()  # LeaseLostError once another client may have taken this transaction over
-        age = max(time.monotonic() - self._started, time.time() - self._started_wall)
-        if age > MAX_TRANSACTION_AGE.total_seconds():
-            raise TransactionExpiredError(
-                f"transaction {self.txid} began {age / 3600:.1f} hours ago; a transaction may commit only within "
-                f"{MAX_TRANSACTION_AGE.total_seconds() / 3600:.0f} hours of its start (vacuum may have deleted "
-                "the files it wrote): run it again",
-                read_version=self.read_version,
-            )
-
-    def _versions(self, outcome: Outcome) -> dict[str, int]:
-        """The Delta versions this transaction's tables got (a group's outcome names its members' too)."""
-        return {tid: v for tid, v in outcome.table_versions.items() if tid in self._work}
-
-    def _post_intent(self, record: GlobalRecord) -> None:
-        """Offer our record to whoever claims its version; from now on it may be committed by them."""
-        self._claimed = record.version
-        try:
-            group.post_intent(self._ctx.store, record)
-        except TxlakeError as exc:  # it may have landed all the same: the version's record tells
-            _log.debug("txlake: posting the group intent for global version %d: %s", record.version, exc)
-
-    def _claimed_meanwhile(self, version: int) -> GlobalRecord | None:
-        """After posting an intent: give the other writers of this burst a moment to claim ``version``.
-
-        The wait is random, up to a few request round trips, so that one of them claims (taking in every
-        intent posted so far) and the others find its record and are done. ``None``: nobody claimed it yet.
-        """
-        time.sleep(random.uniform(0, GROUP_WAIT_ROUND_TRIPS * self._ctx.round_trip))
-        began = time.monotonic()
-        try:
-            return self._ctx.glog.read_record(version)
-        except TxlakeError:  # not claimed yet (or not readable now): we claim it ourselves
-            return None
-        finally:
-            self._ctx.observe_round_trip(time.monotonic() - began)
-
-    def _winner(self, version: int) -> GlobalRecord | None:
-        """The record that beat our claim of ``version``; ``None`` if unreadable and nothing of ours is in it.
-
-        With an intent of ours posted for ``version``, only that record says whether we are in: if it
-        cannot be read (after retries), the commit state is unknown.
-        """
-        if self._claimed is None:
-            try:
-                return self._ctx.glog.read_record(version)
-            except TxlakeError:
-                return None
-        return self._or_unknown(version, lambda: self._ctx.glog.read_record(version))
-
-    def _as_member(self, winner: GlobalRecord, rebases: int) -> CommitResult:
-        """Another client's claim of ``winner.version`` includes our transaction: its outcome is ours."""
-        version = winner.version
-        self._claimed = version
-        first_delay = GROUP_WAIT_ROUND_TRIPS * self._ctx.round_trip
-        outcome = self._or_unknown(version, lambda: self._ctx.await_decided(version, first_delay=first_delay))
-        if not outcome.committed:
-            raise ConcurrentTransactionError(
-                f"global version {version} (claimed by transaction {winner.txid}, with this one in its group) "
-                f"was aborted: {outcome.reason}",
-                read_version=self.read_version,
-                winning_version=version,
-            )
-        self._await_visible(version)
-        self._ctx.remember_commits(winner, outcome)
-        return CommitResult(version, self.read_version, self._versions(outcome), rebases=rebases)
-
-    def _await_visible(self, version: int) -> None:
-        """Wait until the versions before ours are decided, so that a read right after commit() sees it.
-
-        Our version is committed; if the earlier ones cannot be read after retries, the caller learns the
-        state is not established yet (``transaction_status`` says ``committed`` once they are decided).
-        """
-        self._or_unknown(version, lambda: self._ctx.await_prefix(version))
-
-    def _or_unknown(self, version: int, fn: Callable[[], T]) -> T:
-        """``fn()``, retried with backoff; still failing after :data:`PUBLISH_ATTEMPTS` tries, the state of our
-        claim (or intent) of ``version`` is unknown: :class:`CommitStateUnknownError`."""
-        delay = 0.02
-        for attempt in range(PUBLISH_ATTEMPTS):
-            try:
-                return fn()
-            except TxlakeError as exc:
-                if attempt + 1 == PUBLISH_ATTEMPTS:
-                    raise self._unknown(version, exc) from exc
-            time.sleep(delay * random.uniform(0.5, 1.0))
-            delay *= 2
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _next_view(self, view: LogView, winner: GlobalRecord | None, rebases: int) -> LogView:
-        """After losing a claim: extend the view by the winner's record instead of re-listing."""
-        if winner is None or rebases % 16 == 0:  # now and then afresh: the decided prefix moved, leases expire
-            return self._ctx.view()
-        time.sleep(random.uniform(0, min(0.005, 0.0005 * 2 ** min(rebases, 4))))
-        try:
-            return view.with_claim(winner)
-        except TxlakeError:
-            return self._ctx.view()
-
-    def _claim(self, record: GlobalRecord) -> None:
-        """Put-if-absent the record; an ambiguous failure makes the commit state unknown."""
-        try:
-            self._ctx.glog.claim(record)
-        except TransientStorageError as exc:
-            # the put may have landed: only our record at that version proves it, another one disproves it
-            self._claimed = record.version
-            try:
-                theirs = self._ctx.glog.read_record(record.version)
-            except TxlakeError:
-                raise self._unknown(record.version, exc) from exc
-            if theirs.txid != self.txid:
-                raise GlobalVersionTakenError(record.version) from exc
-            return
-        self._claimed = record.version
-
-    def _unknown(self, version: int, cause: BaseException) -> CommitStateUnknownError:
-        return CommitStateUnknownError(
-            f"transaction {self.txid} claimed (or may have claimed) global version {version} and could not "
-            f"finish it ({cause}); another client rolls it forward after its lease: ask "
-            f"Lakehouse.transaction_status({self.txid!r}, {version})",
-            txid=self.txid,
-            version=version,
-        )
-
-    def _publish(self, record: GlobalRecord) -> PublishResult:
-        """Publish our claimed record; storage failures are retried, then the outcome is unknown."""
-        delay = 0.02
-        failure: TxlakeError | None = None
-        for _ in range(PUBLISH_ATTEMPTS):
-            try:
-                return publish(self._ctx.store, self._ctx.glog, record, self._ctx.await_decided)
-            except TxlakeError as exc:  # publication is idempotent: run it again from the start
-                failure = exc
-            time.sleep(delay * random.uniform(0.5, 1.0))
-            delay *= 2
-        assert failure is not None
-        try:  # a helper may have decided it meanwhile
-            outcome = self._ctx.glog.read_outcome(record.version)
-        except TxlakeError:
-            outcome = None
-        if outcome is None:
-            raise self._unknown(record.version, failure) from failure
-        if outcome.txid != record.txid:  # an outcome left without its record: the log is damaged
-            raise failure
-        # decided by someone else: which tables they published is not known here, so keep every file
-        return PublishResult(outcome, published=frozenset(c.table_id for c in record.tables))
-
-    def _aborted(self, record: GlobalRecord, published: PublishResult) -> None:
-        """Our claimed version was decided aborted: delete the files no published commit references, raise."""
-        reason: TxlakeError | None = published.conflict or published.unpublishable
-        if published.conflict is not None:  # a plain writer's commit raced the publication: adopt it
-            named = published.conflict.table  # publication names a table by its path
-            self._unadopted.update(tid for tid, w in self._work.items() if named in (w.entry.path, w.entry.name))
-        if reason is not None:  # decided by our own publication: ``published`` names every published table
-            for tid, work in self._work.items():
-                if tid not in published.published:
-                    try:
-                        work.discard()
-                    except TxlakeError:
-                        continue  # an orphan named by its txid, for vacuum
-            raise reason
-        raise ConcurrentTransactionError(
-            f"global version {record.version} was aborted: {published.outcome.reason}",
-            read_version=self.read_version,
-            winning_version=record.version,
-        )
-
     def _adopt_unadopted(self) -> None:
         """After a conflict with plain writers' commits no global version holds yet, adopt them.
 
@@ -1998,236 +1502,6 @@ class Transaction:
             sync.commit()
         except TxlakeError as exc:  # best effort: the next writer of the table adopts them too
             _log.info("txlake: adopting plain-writer commits after a conflict failed: %s", exc)
-
-    def _validate_catalog(self, latest: LakehouseState) -> None:
-        """Re-check this transaction's catalog assumptions against the latest state (requirements)."""
-        if self._policy.query_reads and latest.version != self._start.version:
-            self._validate_catalog_reads(latest)
-        joining = self._joining()
-        for tid, work in self._work.items():
-            if work.snapshot is None or tid in joining:
-                continue
-            touched = self._policy.validates(
-                writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=bool(work.query_predicates)
-            )
-            if touched and tid not in latest.tables:
-                raise ConcurrentTransactionError(
-                    f"table {work.entry.name} was dropped concurrently",
-                    table=work.entry.name,
-                    read_version=self.read_version,
-                    winning_version=latest.version,
-                )
-        state = latest
-        for op in self._ops:
-            try:
-                op.validate(state)
-            except ConcurrentTransactionError as exc:
-                self._conflict_catalog(str(exc), exc.table or op.name, latest)
-            state = op.apply(state, state.version)
-
-    def _validate_catalog_reads(self, latest: LakehouseState) -> None:
-        """Serializable: every catalog lookup and listing this transaction made still gives the same answer."""
-        start = self._start
-
-        def changed(message: str, name: str) -> CatalogChangedError:
-            return CatalogChangedError(
-                message, table=name, read_version=self.read_version, winning_version=latest.version
-            )
-
-        for name in sorted(self._read_names):
-            before, after = start.table_by_name(name), latest.table_by_name(name)
-            if (before.id if before else None) != (after.id if after else None):
-                raise changed(f"table {name} was created, dropped or renamed concurrently", name)
-        for ns in sorted(self._read_namespaces):
-            if start.has_namespace(ns) != latest.has_namespace(ns):
-                raise changed(f"namespace {ns} was created or dropped concurrently", ns)
-        for listed in sorted(self._read_listings, key=lambda n: n or ""):
-            if start.table_names(listed) != latest.table_names(listed):
-                where = f"namespace {listed}" if listed is not None else "the lakehouse"
-                raise changed(f"the tables of {where} changed concurrently", listed or "*")
-
-    def _joining(self) -> set[str]:
-        """Tables this transaction brings into the catalog with their existing Delta log."""
-        return {op.table_id for op in self._ops if isinstance(op, RegisterTable) and op.table_id is not None}
-
-    def _conflict_catalog(self, message: str, name: str, latest: LakehouseState) -> None:
-        raise ConcurrentTransactionError(
-            message, table=name, read_version=self.read_version, winning_version=latest.version
-        )
-
-    def _validate_tables(
-        self, view: LogView, claimed: LakehouseState, checked: dict[str, int], seen: set[tuple[str, int]]
-    ) -> dict[str, int]:
-        """Check every change since this transaction's snapshot of each table it touched.
-
-        Published changes are checked as Delta commits (the decided prefix's, and plain writers' commits a
-        probe finds beyond it); claimed versions that may not be published yet are checked from their
-        records. Returns the Delta version each written table's commit follows (its base), including
-        plain-Delta commits found beyond the lakehouse's map (which this record then adopts).
-        """
-        bases: dict[str, int] = {}
-        decided = view.decided
-        live = [
-            (tid, work)
-            for tid, work in self._work.items()
-            if work.snapshot is not None and tid in claimed.tables and tid in decided.tables
-        ]
-        bases.update((tid, -1) for tid, work in self._work.items() if work.snapshot is None)
-        joining = self._joining()  # their commit follows the newest version of their own log (checked on publishing)
-        bases.update((tid, w.snapshot.version) for tid, w in self._work.items() if tid in joining and w.snapshot)
-        claims_on = {
-            tid: [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)] for tid, _ in live
-        }
-        # one HEAD per written table for plain writers' commits beyond the map, all at once; with claims on
-        # the table in flight, plain writers' commits are met when publishing instead
-        # (a table probed in an earlier round at the same mapped version is not probed again)
-        probes = [
-            (work.entry, decided.table_versions[tid])
-            for tid, work in live
-            if (work.writes or tid in self._adopt)
-            and not claims_on[tid]
-            and self._probed.get(tid, (-2, -2))[0] != decided.table_versions[tid]
-        ]
-        for (entry, mapped), upto in zip(probes, self._ctx.probe_all(probes), strict=True):
-            self._probed[entry.id] = (mapped, upto)
-        probed = {
-            tid: self._probed[tid][1]
-            for tid, _ in live
-            if tid in self._probed and self._probed[tid][0] == decided.table_versions[tid] and not claims_on[tid]
-        }
-        for tid, work in live:
-            pending = self._pending(work)
-            relevant = self._policy.validates(writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=True)
-            mapped = decided.table_versions[tid]
-            claims = claims_on[tid]
-            upto = probed.get(tid, mapped)
-            if not relevant:
-                bases[tid] = upto
-                continue
-            if upto > checked[tid]:
-                versions = list(range(checked[tid] + 1, upto + 1))
-                self._check_commits(work, pending, versions, mapped)
-                checked[tid] = upto
-            for claim in claims:
-                if (tid, claim.version) not in seen:
-                    self._check_claim(work, pending, claim)
-                    seen.add((tid, claim.version))
-            bases[tid] = upto
-        return bases
-
-    def _check_commits(
-        self,
-        work: TableWork,
-        pending: PendingChange,
-        versions: list[int],
-        mapped: int,
-        *,
-        isolation: Isolation | None = None,
-    ) -> None:
-        for v, actions in zip(versions, self._ctx.snapshots.commits(work.entry, versions), strict=True):
-            summary = ChangeSummary.of(actions)
-            if v > mapped:
-                self._check_not_orphaned(work, v, actions)
-            try:
-                check(
-                    pending,
-                    summary,
-                    isolation or self._policy.level,
-                    read_version=self.read_version,
-                    winning_version=summary.global_version,
-                    delta_version=v,
-                )
-            except ConflictError:
-                if v > mapped and summary.global_version is None:  # a plain writer's, not adopted yet
-                    self._unadopted.add(work.entry.id)
-                raise
-
-    def _check_not_orphaned(self, work: TableWork, version: int, actions: Sequence[Action]) -> None:
-        """A txlake commit beyond the lakehouse's map belongs to a claim in flight; if its global record does
-        not exist, the log lost it (deleted outside txlake): adopting the commit as a plain writer's would commit
-        one table's part of that transaction alone."""
-        tag = marker(actions)
-        g = tag.get("globalVersion") if tag is not None else None
-        if not isinstance(g, int) or tag is None or tag.get("compensates"):
-            return
-        try:
-            self._ctx.glog.read_record(g)
-        except VersionNotFoundError:
-            raise CorruptLogError(
-                f"Delta commit {version} of {work.entry.name} was written by txlake transaction {tag.get('txn')} for "
-                f"global version {g}, whose record is gone: the lakehouse log lost entries (run `txlake doctor`)",
-                table=work.entry.name,
-                version=version,
-            ) from None
-
-    def _check_claim(self, work: TableWork, pending: PendingChange, claim: GlobalRecord) -> None:
-        """Check a claimed version's change on the table (from its record: it may not be published yet)."""
-        change = claim.table(work.entry.id)
-        assert change is not None
-        if change.adopted_from is not None:  # plain writers' commits it adopts are published
-            adopted = list(range(change.adopted_from, change.base_version + 1))
-            self._check_commits(work, pending, adopted, change.base_version)
-        if change.writes:
-            check(
-                pending,
-                ChangeSummary.of(load_actions(self._ctx.store, change)),
-                self._policy.level,
-                read_version=self.read_version,
-                winning_version=claim.version,
-                delta_version=None,
-            )
-
-    def _pending(self, work: TableWork) -> PendingChange:
-        return PendingChange(
-            table=work.entry.name,
-            schema=work.schema,
-            partition_columns=work.partition_columns,
-            mine=ChangeSummary.of(work.actions()),
-            dml_reads=work.dml_reads(),
-            query_reads=work.query_reads(),
-        )
-
-    def _record(self, view: LogView, bases: Mapping[str, int]) -> GlobalRecord:
-        latest = view.decided
-        changes = []
-        for tid, work in self._work.items():
-            if tid not in bases:
-                continue
-            adopting = tid in self._adopt and bases[tid] > latest.table_versions.get(tid, -1)
-            recorded = self._policy.records(
-                writes=work.writes, dml_reads=bool(work.dml_predicates), query_reads=bool(work.query_predicates)
-            )
-            if not adopting and not recorded:
-                continue
-            mapped = latest.table_versions.get(tid, -1)
-            actions = tuple(work.actions()) if work.writes else ()
-            changes.append(
-                TableChange(
-                    table_id=tid,
-                    path=work.entry.path,
-                    base_version=bases[tid],
-                    actions=actions,
-                    operation=work.operation(),
-                    blind_append=work.only_appends and work.snapshot is not None,
-                    dml_reads=work.dml_reads(),
-                    query_reads=work.query_reads() if self._policy.query_reads else ReadSet(),
-                    adopted_from=mapped + 1 if bases[tid] > mapped >= 0 else None,
-                )
-            )
-        now = now_ms()
-        version = view.latest + 1
-        return GlobalRecord(
-            version=version,
-            txid=self.txid,
-            kind="txn",
-            read_version=self.read_version,
-            isolation=self._policy.level,  # (what publication validates: serializable for pessimistic ones)
-            timestamp_ms=now,
-            lease_until_ms=now + int(self._ctx.lease_seconds * 1000),
-            tables=tuple(changes),
-            catalog=tuple(self._ops),
-            decided=self._ctx.glog.outcomes_to_embed(version),
-        )
 
 
 _WIDER_INTEGERS = {pa.int8(): 0, pa.int16(): 1, pa.int32(): 2, pa.int64(): 3}
@@ -2275,12 +1549,6 @@ def _widened(table: str, schema: pa.Schema, widen: Mapping[str, Any], work: Tabl
             )
         fields[index] = old.with_type(new_type)
     return pa.schema(fields, metadata=schema.metadata)
-
-
-def _changes(record: GlobalRecord, table_id: str) -> bool:
-    """Whether a claimed version writes the table or adopts plain commits into it."""
-    change = record.table(table_id)
-    return change is not None and change.moves_version
 
 
 @dataclass(frozen=True, slots=True)
