@@ -217,13 +217,14 @@ def campaign(
     *,
     actions: tuple[str, ...] = ACTIONS,
     kinds: tuple[RequestKind, ...] = REQUEST_KINDS,
+    workers: int = WORKERS,
 ) -> CampaignReport:
-    """Count ``scenario``'s requests, then run one case per (kind, index, action), :data:`WORKERS` at a time;
+    """Count ``scenario``'s requests, then run one case per (kind, index, action), ``workers`` at a time;
     ``locations(tag)`` gives a fresh empty location for each run."""
     counts = count_requests(copy.copy(scenario), locations("count"))
     report = CampaignReport(scenario.name, backend, counts)
     swept = [c for c in cases(counts, actions) if c.kind in kinds]
-    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="campaign") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="campaign") as pool:
         # a scenario keeps what its setup made on itself (the dead transaction's id, ...): a copy per case
         futures = [
             pool.submit(run_case, copy.copy(scenario), case, locations(f"case{i}")) for i, case in enumerate(swept)
