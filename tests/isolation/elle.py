@@ -546,6 +546,12 @@ class WorkloadConfig:
     """``file_per_key``: each key's row in its own data file (conflicts per key); ``file_per_table``: all keys
     of a table in one file, which every append rewrites, copying the other keys' rows (conflicts per table)."""
     seed: int = 0
+    min_committed: int = 0
+    """Past ``seconds``, run on until the processes together committed this many transactions (or
+    ``max_seconds`` passed): a loaded machine commits fewer in the same time, and a check of the level needs
+    enough of them."""
+    max_seconds: float = 0.0
+    """The cap on running on for ``min_committed`` (``0``: ``seconds``, no running on)."""
 
     def keys(self, generation: int) -> list[str]:
         first = generation * self.keys_per_table
@@ -671,8 +677,10 @@ def random_plan(rng: random.Random, keys: Sequence[str], config: WorkloadConfig)
     return plan
 
 
-def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any) -> None:
-    """One worker process: random transactions until its time is up, one JSON line per transaction."""
+def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any, committed: Any) -> None:
+    """One worker process: random transactions until its time is up, one JSON line per transaction.
+
+    ``committed``: a shared counter of the transactions all processes committed (``min_committed``)."""
     config = WorkloadConfig.from_json(config_json)
     rng = random.Random(config.seed * 1000 + process)
     lake = txlake.connect(
@@ -688,7 +696,9 @@ def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any) -
     with Path(out).open("w") as f:
         for i in range(10_000_000):
             elapsed = time.monotonic() - started
-            if elapsed >= config.seconds:
+            if elapsed >= config.seconds and (
+                committed.value >= config.min_committed or elapsed >= max(config.seconds, config.max_seconds)
+            ):
                 break
             keys = config.keys(min(config.generations - 1, int(elapsed / per_generation)))
             t = run_txn(
@@ -703,6 +713,9 @@ def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any) -
             )
             f.write(json.dumps(t.to_json()) + "\n")
             f.flush()
+            if t.type == "ok":
+                with committed.get_lock():
+                    committed.value += 1
 
 
 @dataclass(frozen=True)
@@ -719,9 +732,10 @@ def run_workload(config: WorkloadConfig, root: Path) -> Run:
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Barrier(config.processes + 1)
     go = ctx.Event()
+    committed = ctx.Value("i", 0)
     outs = [root / f"p{p}.jsonl" for p in range(config.processes)]
     procs = [
-        ctx.Process(target=worker_main, args=(config.to_json(), p, str(out), ready, go), daemon=True)
+        ctx.Process(target=worker_main, args=(config.to_json(), p, str(out), ready, go, committed), daemon=True)
         for p, out in enumerate(outs)
     ]
     for proc in procs:
@@ -731,7 +745,7 @@ def run_workload(config: WorkloadConfig, root: Path) -> Run:
         started = time.monotonic()
         go.set()
         for proc in procs:
-            proc.join(timeout=config.seconds + 120)
+            proc.join(timeout=max(config.seconds, config.max_seconds) + 120)
         seconds = time.monotonic() - started
         codes = [proc.exitcode for proc in procs]
         assert codes == [0] * config.processes, f"worker exit codes {codes}"

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from datetime import date
 from pathlib import Path
 
@@ -230,6 +231,32 @@ def test_format_reads_committed_table(lake: txlake.Lakehouse, spark: SparkSessio
     assert df_rows(reader.option("version", str(first)).load()) == rows(lake.snapshot(first).read_arrow("s.t"))
     with pytest.raises(PySparkException):  # writes go through tx.append, never straight to a table
         accounts_df(spark, [(3, "c", 3)]).write.format("txlake").mode("append").option("lake", lake.uri).save()
+
+
+def test_a_thread_of_its_own_writes_through_the_data_source(tmp_path: Path, spark: SparkSession) -> None:
+    """PySpark serves each Python thread on a JVM thread of its own, without an active session, and Spark looks
+    a Python data source up through the thread's active session: a thread whose first Spark call is a write
+    through the data source (here an UPDATE) used to fail with ``ClassNotFoundException: txlake.DefaultSource``."""
+    lake = txlake.connect((tmp_path / "lake").as_uri(), spark=spark, spark_reader="python", spark_writer="python")
+    lake.create_table("s.t", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("s.t", pa.table({"id": [1, 2], "owner": ["a", "b"], "balance": [10, 20]}, schema=ACCOUNTS))
+    errors: list[BaseException] = []
+
+    def update(amount: int) -> None:
+        try:
+            with lake.transaction() as tx:
+                tx.update("s.t", set={"balance": f"balance + {amount}"}, where="id = 1")
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    for amount in (1, 2):  # a new thread each time: a new JVM thread
+        worker = threading.Thread(target=update, args=(amount,))
+        worker.start()
+        worker.join()
+    assert errors == []
+    expected = [{"id": 1, "owner": "a", "balance": 13}, {"id": 2, "owner": "b", "balance": 20}]
+    assert rows(lake.read_arrow("s.t")) == rows(expected)
 
 
 def test_the_data_source_is_registered_on_first_use_only(tmp_path: Path) -> None:

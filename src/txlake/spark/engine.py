@@ -111,6 +111,18 @@ def register_source(spark: SparkSession) -> None:
         _REGISTERED.add(spark)
 
 
+def activate(spark: SparkSession) -> None:
+    """Make ``spark`` the active session of the JVM thread that serves this Python thread.
+
+    Spark finds a Python data source for ``DataFrame.write.format(...)`` through the *thread's* active session
+    (``SparkSession.getActiveSession`` in ``DataSource.lookupDataSource``), not the DataFrame's. PySpark runs each
+    Python thread on its own JVM thread, which has no active session until something such as
+    ``createDataFrame`` sets one: without this, a write from a thread of the caller's thread pool fails with
+    ``ClassNotFoundException: txlake.DefaultSource``.
+    """
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+
+
 class SparkEngine:
     """Reads txlake tables into Spark DataFrames and writes DataFrames as staged data files.
 
@@ -322,6 +334,7 @@ class SparkEngine:
         so they name every file any attempt wrote.
         """
         self.register_source()
+        activate(self.spark)
         try:
             with awaited_jobs(self.spark.sparkContext, job_tag(write_id)):
                 (
