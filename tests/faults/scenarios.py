@@ -10,7 +10,17 @@ import pyarrow as pa
 import pytest
 
 import txlake
-from tests.faults.campaign import ACCOUNTS, JOURNAL, Run, balances, connect, deltars_mismatches, wait_lease
+from tests.faults.campaign import (
+    ACCOUNTS,
+    JOURNAL,
+    Run,
+    balances,
+    connect,
+    deltars_mismatches,
+    setup_connect,
+    wait_lease,
+    wait_setup_lease,
+)
 from txlake.delta.actions import now_ms
 from txlake.errors import SimulatedCrash
 from txlake.storage import FaultRule
@@ -127,13 +137,13 @@ class RollForwardHelper:
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _bank(uri, options)
-        owner = connect(uri, options)
+        owner = setup_connect(uri, options)
         owner.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log/"))
         tx = owner.transaction()
         _transfer(tx, 1)
         with pytest.raises(SimulatedCrash):
             tx.commit()
-        wait_lease(uri)
+        wait_setup_lease(uri)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         with lake.transaction() as tx:
@@ -397,12 +407,12 @@ class ResumeCrashed:
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _bank(uri, options)
-        owner = connect(uri, options)
+        owner = setup_connect(uri, options)
         tx = owner.transaction(resumable=True)
         _transfer(tx, 1)
         _die(owner)
         self.txid = tx.txid
-        wait_lease(uri)
+        wait_setup_lease(uri)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         run.txids.append(self.txid)
@@ -436,11 +446,11 @@ class RecoverDead:
 
     def setup(self, uri: str, options: dict[str, str]) -> None:
         _bank(uri, options)
-        dead = connect(uri, options)
+        dead = setup_connect(uri, options)
         tx = dead.transaction(resumable=True)
         _transfer(tx, 1)
         self.dead = tx.txid
-        claimer = connect(uri, options)
+        claimer = setup_connect(uri, options)
         claimer.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains=".outcome.json"))
         claimed = claimer.transaction(resumable=True)
         claimed.append("bank.journal", _journal([3], [0]))
@@ -453,7 +463,7 @@ class RecoverDead:
         self.live_lake = txlake.connect(uri, options, lease_seconds=5.0)
         self.live = self.live_lake.transaction(resumable=True)
         self.live.append("bank.journal", _journal([4], [0]))
-        wait_lease(uri)
+        wait_setup_lease(uri)
 
     def act(self, lake: txlake.Lakehouse, run: Run) -> None:
         lake.recover(guard=timedelta(0), dry_run=False)

@@ -19,6 +19,8 @@ lakehouse not even directories.
 
 from __future__ import annotations
 
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote
@@ -223,3 +225,24 @@ def test_only_empty_own_staging_dirs_are_removed(tmp_path: Path) -> None:
     assert (spark_dir / f"{theirs}.tasks").is_dir()
     remove_staging_dirs(lake.store, txid, theirs)
     assert txns_entries(tmp_path / "lake") == []
+
+
+def test_a_ctrl_c_just_before_a_job_starts_cancels_that_job_too(spark: SparkSession) -> None:
+    """The CLI's Ctrl-C handling (``InterruptWatch``): a Ctrl-C that lands before the interrupted call submitted
+    its job (``toArrow`` starts it in a JVM thread, then waits for it in its ``finally``) used to cancel nothing,
+    and the command waited for a job of hours. Here the handler runs first, then such a job starts: it must be
+    cancelled (without the repeated cancellation this test runs into its timeout)."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+    from txlake.cli.jvm import InterruptWatch
+
+    watch = InterruptWatch(spark)
+    with watch:
+        with pytest.raises(KeyboardInterrupt):
+            watch._handle(signal.SIGINT, None)  # the Ctrl-C: no job runs yet
+        time.sleep(1.0)  # the cancellation it started has run: the job comes after it
+        endless = spark.range(10**11).crossJoin(spark.range(10).toDF("j")).selectExpr("max(id + j) AS m")
+        with pytest.raises((PySparkException, Py4JJavaError)):
+            endless.toArrow()
+    assert watch.interrupted
+    assert spark.range(3).count() == 3  # once the block ended, jobs run again

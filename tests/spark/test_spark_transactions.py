@@ -259,6 +259,33 @@ def test_a_thread_of_its_own_writes_through_the_data_source(tmp_path: Path, spar
     assert rows(lake.read_arrow("s.t")) == rows(expected)
 
 
+def test_lakehouses_on_two_sessions_write_through_the_data_source(tmp_path: Path, spark: SparkSession) -> None:
+    """Two sessions of one application (``spark.newSession()``), a lakehouse on each, one thread: registering
+    the data source on the second session used to fail (``DATA_SOURCE_ALREADY_EXISTS``: Spark checks the name
+    against the thread's active session, the first one), and a write leaves the thread's active session as it
+    found it (the caller's own code on the thread resolves through the session it made active)."""
+    other = spark.newSession()
+    lakes = [
+        txlake.connect((tmp_path / name).as_uri(), spark=session, spark_reader="python", spark_writer="python")
+        for name, session in (("a", spark), ("b", other))
+    ]
+    for lake in lakes:
+        lake.create_table("s.t", ACCOUNTS)
+        with lake.transaction() as tx:
+            tx.append("s.t", pa.table({"id": [1], "owner": ["a"], "balance": [10]}, schema=ACCOUNTS))
+    jvm = spark._jvm.SparkSession  # type: ignore[union-attr]
+    jvm.setActiveSession(other._jsparkSession)
+    try:
+        for lake in (*lakes, *lakes):
+            with lake.transaction() as tx:
+                tx.update("s.t", set={"balance": "balance + 1"}, where="id = 1")
+            assert jvm.getActiveSession().get().equals(other._jsparkSession)
+    finally:
+        jvm.setActiveSession(spark._jsparkSession)
+    for lake in lakes:
+        assert rows(lake.read_arrow("s.t")) == rows([{"id": 1, "owner": "a", "balance": 12}])
+
+
 def test_the_data_source_is_registered_on_first_use_only(tmp_path: Path) -> None:
     """Registering the ``txlake`` format costs seconds: connecting with a session does not, the first data source
     read does, and registering again (from racing threads too) is harmless. In a process of its own: its session

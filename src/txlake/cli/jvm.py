@@ -203,22 +203,35 @@ class InterruptWatch:
     (PySpark's own handler cancels from inside the signal handler, on the py4j connection the interrupted
     call is still using: that call then fails with a py4j error or waits forever.) The JVM ends by itself
     when this process exits (it watches its stdin), so an interrupted command exits without stopping it.
+
+    The jobs are cancelled again every ``CANCEL_EVERY`` seconds until the watched block has ended: a Ctrl-C just
+    before the interrupted call submitted its job (``toArrow`` starts it in a JVM thread, then waits for it in
+    its ``finally``) would otherwise leave that job running, and the command waiting for it.
     """
+
+    CANCEL_EVERY = 0.25
 
     def __init__(self, spark: SparkSession | None = None) -> None:
         self.spark = spark
         self.interrupted = False
         self._previous: Any = signal.SIG_DFL
         self._installed = False
+        self._ended = threading.Event()
+        self._canceller: threading.Thread | None = None
 
     def _cancel_jobs(self) -> None:
-        if self.spark is not None:
+        if self.spark is None:
+            return
+        while True:
             with suppress(_py4j_error(), OSError):
                 self.spark.sparkContext.cancelAllJobs()
+            if self._ended.wait(self.CANCEL_EVERY):
+                return
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if not self.interrupted:
-            threading.Thread(target=self._cancel_jobs, name="txlake-cancel-jobs", daemon=True).start()
+            self._canceller = threading.Thread(target=self._cancel_jobs, name="txlake-cancel-jobs", daemon=True)
+            self._canceller.start()
         self.interrupted = True
         raise KeyboardInterrupt
 
@@ -230,6 +243,10 @@ class InterruptWatch:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._ended.set()
+        if self._canceller is not None:  # no cancellation in flight once the block has ended
+            with suppress(KeyboardInterrupt):
+                self._canceller.join(timeout=5.0)
         if self._installed:
             signal.signal(signal.SIGINT, self._previous)
 

@@ -17,7 +17,8 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import reduce
@@ -107,20 +108,36 @@ def register_source(spark: SparkSession) -> None:
     with _REGISTER_LOCK:
         if spark in _REGISTERED:
             return
-        spark.dataSource.register(TxlakeDataSource)
+        # Spark refuses a name that the *thread's* active session already resolves (another session's txlake)
+        if not spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists(FORMAT):
+            with active(spark):
+                spark.dataSource.register(TxlakeDataSource)
         _REGISTERED.add(spark)
 
 
-def activate(spark: SparkSession) -> None:
-    """Make ``spark`` the active session of the JVM thread that serves this Python thread.
+@contextmanager
+def active(spark: SparkSession) -> Iterator[None]:
+    """``spark`` the active session of the JVM thread serving this Python thread for the block; the thread's
+    previous active session (or none) after it.
 
     Spark finds a Python data source for ``DataFrame.write.format(...)`` through the *thread's* active session
-    (``SparkSession.getActiveSession`` in ``DataSource.lookupDataSource``), not the DataFrame's. PySpark runs each
-    Python thread on its own JVM thread, which has no active session until something such as
-    ``createDataFrame`` sets one: without this, a write from a thread of the caller's thread pool fails with
-    ``ClassNotFoundException: txlake.DefaultSource``.
+    (``SparkSession.getActiveSession`` in ``DataSource.lookupDataSource``), not the DataFrame's, and checks a
+    name to register against it too. PySpark runs each Python thread on its own JVM thread, which has no active
+    session until something such as ``createDataFrame`` sets one: without this a write from a thread of the
+    caller's pool failed with ``ClassNotFoundException: txlake.DefaultSource``, and with another session active
+    (``spark.newSession()``) registering failed with ``DATA_SOURCE_ALREADY_EXISTS``. The previous session is put
+    back: the caller's own code on the thread keeps resolving through the session it made active.
     """
-    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+    jvm = spark._jvm.SparkSession  # type: ignore[union-attr]
+    previous = jvm.getActiveSession()
+    jvm.setActiveSession(spark._jsparkSession)
+    try:
+        yield
+    finally:
+        if previous.isDefined():
+            jvm.setActiveSession(previous.get())
+        else:
+            jvm.clearActiveSession()
 
 
 class SparkEngine:
@@ -334,9 +351,8 @@ class SparkEngine:
         so they name every file any attempt wrote.
         """
         self.register_source()
-        activate(self.spark)
         try:
-            with awaited_jobs(self.spark.sparkContext, job_tag(write_id)):
+            with active(self.spark), awaited_jobs(self.spark.sparkContext, job_tag(write_id)):
                 (
                     df.write.format(FORMAT)
                     .mode("append")
