@@ -223,14 +223,13 @@ def campaign(
     *,
     actions: tuple[str, ...] = ACTIONS,
     kinds: tuple[RequestKind, ...] = REQUEST_KINDS,
-    workers: int = WORKERS,
 ) -> CampaignReport:
-    """Count ``scenario``'s requests, then run one case per (kind, index, action), ``workers`` at a time;
+    """Count ``scenario``'s requests, then run one case per (kind, index, action), :data:`WORKERS` at a time;
     ``locations(tag)`` gives a fresh empty location for each run."""
     counts = count_requests(copy.copy(scenario), locations("count"))
     report = CampaignReport(scenario.name, backend, counts)
     swept = [c for c in cases(counts, actions) if c.kind in kinds]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="campaign") as pool:
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="campaign") as pool:
         # a scenario keeps what its setup made on itself (the dead transaction's id, ...): a copy per case
         futures = [
             pool.submit(run_case, copy.copy(scenario), case, locations(f"case{i}")) for i, case in enumerate(swept)
@@ -260,14 +259,19 @@ def deltars_mismatches(lake: txlake.Lakehouse, names: list[str]) -> list[str]:
     return out
 
 
+def setup_lease_seconds(uri: str) -> float:
+    """The lease of the clients a setup on ``uri``'s store leaves for dead."""
+    return SETUP_LEASE_S3 if uri.startswith("s3://") else SETUP_LEASE_FILE
+
+
 def setup_connect(uri: str, options: dict[str, str]) -> txlake.Lakehouse:
     """A client that a setup leaves for dead: its lease outlives a starved heartbeat until it is meant to die."""
-    return connect(uri, options, lease_seconds=SETUP_LEASE_S3 if uri.startswith("s3://") else SETUP_LEASE_FILE)
+    return connect(uri, options, lease_seconds=setup_lease_seconds(uri))
 
 
 def wait_setup_lease(uri: str) -> None:
     """Until the lease of a client from :func:`setup_connect` that stopped renewing has expired."""
-    time.sleep((SETUP_LEASE_S3 if uri.startswith("s3://") else SETUP_LEASE_FILE) * 1.2)
+    time.sleep(setup_lease_seconds(uri) * 1.2)
 
 
 def wait_lease(uri: str) -> None:

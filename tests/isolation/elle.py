@@ -553,6 +553,11 @@ class WorkloadConfig:
     max_seconds: float = 0.0
     """The cap on running on for ``min_committed`` (``0``: ``seconds``, no running on)."""
 
+    @property
+    def cap_seconds(self) -> float:
+        """The longest a run may take: ``seconds``, or up to ``max_seconds`` while ``min_committed`` is not met."""
+        return max(self.seconds, self.max_seconds)
+
     def keys(self, generation: int) -> list[str]:
         first = generation * self.keys_per_table
         return [f"{table}/{k}" for table in TABLES for k in range(first, first + self.keys_per_table)]
@@ -696,9 +701,7 @@ def worker_main(config_json: str, process: int, out: str, ready: Any, go: Any, c
     with Path(out).open("w") as f:
         for i in range(10_000_000):
             elapsed = time.monotonic() - started
-            if elapsed >= config.seconds and (
-                committed.value >= config.min_committed or elapsed >= max(config.seconds, config.max_seconds)
-            ):
+            if elapsed >= config.seconds and (committed.value >= config.min_committed or elapsed >= config.cap_seconds):
                 break
             keys = config.keys(min(config.generations - 1, int(elapsed / per_generation)))
             t = run_txn(
@@ -745,7 +748,7 @@ def run_workload(config: WorkloadConfig, root: Path) -> Run:
         started = time.monotonic()
         go.set()
         for proc in procs:
-            proc.join(timeout=max(config.seconds, config.max_seconds) + 120)
+            proc.join(timeout=config.cap_seconds + 120)
         seconds = time.monotonic() - started
         codes = [proc.exitcode for proc in procs]
         assert codes == [0] * config.processes, f"worker exit codes {codes}"

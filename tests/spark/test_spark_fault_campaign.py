@@ -44,13 +44,9 @@ class SparkTransfer(Transfer):
 @pytest.mark.parametrize("writer", ["auto", "python"])
 def test_spark_transfer_campaign(spark: SparkSession, writer: str, tmp_path: Path) -> None:
     scenario = SparkTransfer(spark, writer)
-
     # Spark jobs make each case cost about a second: an outage from each request on, and a crash after it. The
     # cases run four at a time on the one Spark session (as a caller's thread pool would)
-    def location(tag: str) -> tuple[str, dict[str, str]]:
-        return (tmp_path / tag).as_uri(), {}
-
-    report = campaign(scenario, location, "file", actions=("outage", "crash_after"))
+    report = campaign(scenario, lambda tag: ((tmp_path / tag).as_uri(), {}), "file", actions=("outage", "crash_after"))
     print("\n" + report.table())
     # 29 requests x 2 actions when this was written (fewer GETs since records carry earlier outcomes)
     assert len(report.results) >= 54
