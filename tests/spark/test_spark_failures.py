@@ -157,7 +157,11 @@ class StopTransaction(Exception):
 def test_transactions_leave_nothing_in_txns(
     tmp_path: Path, spark: SparkSession, small_batches: None, writer: SparkWriter
 ) -> None:
-    """Spark appends (some failing in a task, some refused by a task) in committed and aborted transactions."""
+    """Spark appends (some failing in a task, some refused by a task) in committed and aborted transactions.
+
+    The first two are resumable: they hold a lease and write a sublog into the same directory, as every
+    transaction that runs longer than a few seconds does (in a loaded CI run, this one).
+    """
     root = tmp_path / "lake"
     engine = SparkEngine(spark, writer=writer, target_file_bytes=1)
     lake = txlake.connect(root.as_uri(), spark=engine)
@@ -172,7 +176,7 @@ def test_transactions_leave_nothing_in_txns(
     def refused() -> DataFrame:  # a null in the non-nullable column: a task refuses its rows
         return spark.createDataFrame([(1, 1), (None, 2)], "id long, x long")
 
-    with lake.transaction() as tx:
+    with lake.transaction(resumable=True) as tx:
         for i in range(appends):
             assert tx.append("s.t", rows_from(100 * i)) == 100
             assert tx.append("s.p", rows_from(100 * i)) == 100
@@ -186,7 +190,7 @@ def test_transactions_leave_nothing_in_txns(
     published = set(lake.snapshot().delta_snapshot("s.t").files)
     assert {p.rsplit("/", 1)[-1] for p in txid_files(lake, "s.t", tx.txid)} == published
 
-    aborted = lake.transaction()
+    aborted = lake.transaction(resumable=True)
     with pytest.raises(StopTransaction), aborted:
         for i in range(appends):
             aborted.append("s.t", rows_from(1000 + 100 * i))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from tests.services import StoreLocation
+from tests.services import SeaweedFS, StoreLocation
 from txlake.errors import (
     InjectedFaultError,
     InvalidArgumentError,
@@ -620,3 +621,15 @@ def test_credentials_in_a_uri_are_refused_without_showing_them(uri: str) -> None
     with pytest.raises(InvalidArgumentError) as raised:
         ObjectStore.from_uri(uri)
     assert "PASSW0RDX" not in str(raised.value) and "****@" in str(raised.value)
+
+
+def test_seaweedfs_is_ready_when_an_earlier_poll_created_the_probe_bucket(seaweedfs: SeaweedFS) -> None:
+    """The readiness poll creates a bucket, then writes into it; a write refused while no volume is up yet
+    left the bucket behind, and the next poll's create answers 409 BucketAlreadyOwnedByYou (was: not ready
+    until the 60 s deadline)."""
+    status, _ = seaweedfs._s3_request("PUT", "/txlake-probe")
+    assert status == 200
+    seaweedfs._wait_ready(time.monotonic() + 10)  # returns; it removed the probe bucket
+    status, _ = seaweedfs._s3_request("PUT", "/txlake-probe")
+    assert status == 200
+    seaweedfs.delete_bucket("txlake-probe")

@@ -100,6 +100,18 @@ def test_the_sublog_folds_to_exactly_the_staged_state(any_store_uri: StoreLocati
     assert lake.store.list(f"_txlake/txns/{tx.txid}/") == []  # everything of it goes when it ends
 
 
+@pytest.mark.parametrize("end", ["commit", "abort"])
+def test_an_ended_transaction_leaves_no_directory_on_a_local_lakehouse(tmp_path: Path, end: str) -> None:
+    lake = txlake.connect(tmp_path.as_uri(), lease_seconds=LEASE)
+    _setup(lake)
+    tx = lake.transaction(resumable=True)
+    tx.update("bank.accounts", set={"balance": "balance + 1"}, where="id = 1")
+    txns = tmp_path / "_txlake" / "txns"
+    assert (txns / tx.txid).is_dir()
+    tx.commit() if end == "commit" else tx.abort()
+    assert list(txns.iterdir()) == []
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.sampled_from(["append", "update", "delete", "overwrite", "read"]), min_size=1, max_size=6))
 def test_any_statement_sequence_round_trips(tmp_path: Path, ops: list[str]) -> None:
@@ -381,6 +393,9 @@ def test_recover_aborts_the_dead_rolls_forward_the_claimed_and_keeps_the_live(an
     # what is left: the dead one's tombstone and fencing lease, nothing of the others
     left = {m.path.split("/")[2] for m in lake.store.list("_txlake/txns/")}
     assert left == {dead.txid}
+    local = lake.store.local_path("_txlake/txns")
+    if local is not None:  # not even their directories
+        assert sorted(os.listdir(local)) == [dead.txid]
     again = lake.recover(guard=timedelta(0), dry_run=False)
     assert [t.action for t in again.transactions] == ["skipped"]
 

@@ -18,9 +18,7 @@ the directories that held them (:func:`remove_staging_dirs`).
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
-import logging
 import os
 import re
 import socket
@@ -46,8 +44,6 @@ from txlake.errors import ObjectNotFoundError, PredicateError, SchemaMismatchErr
 from txlake.expr import BoundPredicate, parse_predicate
 from txlake.storage import ObjectStore
 from txlake.txn.engine import WriteSpec
-
-_log = logging.getLogger(__name__)
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 """Arrow bytes buffered per task before a file (per partition value) is written."""
@@ -215,27 +211,17 @@ def remove_staging_dirs(store: ObjectStore, txid: str, write_id: str) -> None:
 
     ``LocalStore`` deletes files but leaves their directories. Only directories whose paths are built here from
     the transaction and write ids are considered (``<write-id>.tasks``, ``.rejected``, ``.out``, then
-    ``_txlake/txns/<txid>/spark`` and ``_txlake/txns/<txid>``), and each only if empty (``os.rmdir``): one that
-    still holds something (another write of the transaction) stays.
+    ``_txlake/txns/<txid>/spark`` and ``_txlake/txns/<txid>``), and each only if empty
+    (:meth:`ObjectStore.remove_empty_dir`): one that still holds something (another write of the transaction)
+    stays.
     """
-    root = store.local_path()
-    if root is None or not (_TOKEN.fullmatch(txid) and _TOKEN.fullmatch(write_id)):
+    if not (_TOKEN.fullmatch(txid) and _TOKEN.fullmatch(write_id)):
         return
-    spark_dir = os.path.join(root, *staging_dir(txid).split("/"))
+    spark_dir = staging_dir(txid)
     for name in (f"{write_id}.tasks", f"{write_id}.rejected", f"{write_id}.out"):
-        _remove_empty_dir(os.path.join(spark_dir, name))
-    _remove_empty_dir(spark_dir)
-    _remove_empty_dir(os.path.dirname(spark_dir))
-
-
-def _remove_empty_dir(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        return  # never created, or already removed
-    except OSError as exc:
-        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # (not empty: in use by another write)
-            _log.warning("txlake: could not remove the staging directory %s: %s", path, exc)
+        store.remove_empty_dir(f"{spark_dir}/{name}")
+    store.remove_empty_dir(spark_dir)
+    store.remove_empty_dir(spark_dir.rsplit("/", 1)[0])
 
 
 def delete_files(store: ObjectStore, table_path: str, adds: Iterable[Add]) -> None:

@@ -8,6 +8,8 @@ The only coordination primitive the rest of txlake relies on is :meth:`ObjectSto
 from __future__ import annotations
 
 import builtins
+import errno
+import logging
 import os
 import random
 import re
@@ -49,6 +51,8 @@ from txlake.storage.faults import FaultInjector
 from txlake.storage.local import local_directory_error, local_path_problem, os_errno
 from txlake.storage.messages import describe
 from txlake.storage.messages import first_line as _first_line
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 BULK_DELETE = 1000
@@ -491,6 +495,24 @@ class ObjectStore:
         if self.scheme != "file":
             return None
         return self.url(path)[len("file:") :].removeprefix("//") or "/"
+
+    def remove_empty_dir(self, path: str) -> None:
+        """On a local store, remove the directory ``path`` if it is empty; elsewhere (no directories) nothing.
+
+        Deleting objects of a local store leaves their directories behind. This removes one that ends up
+        empty (``os.rmdir``: a directory that still holds something, or that is gone, stays as it is); its
+        parent is left alone. Best effort: an unexpected error is logged, never raised.
+        """
+        local = self.local_path(path.rstrip("/"))
+        if local is None or local == self.local_path():
+            return  # (never the root itself)
+        try:
+            os.rmdir(local)
+        except FileNotFoundError:
+            return  # never created, or already removed
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # (not empty: still in use)
+                _log.warning("txlake: could not remove the empty directory %s: %s", local, exc)
 
     # ---------------------------------------------------------------------------------------- requests
 

@@ -304,6 +304,8 @@ class SeaweedFS:
                 raise SeaweedFSError(f"weed server exited with code {code} while starting:\n{self.log_tail()}")
             try:
                 status, body = self._s3_request("PUT", f"/{probe}", timeout=2.0)
+                if status == 409 and b"BucketAlreadyOwnedByYou" in body:
+                    status = 200  # created by an earlier poll whose object PUT then failed (no volume yet)
                 if status == 200:
                     status, body = self._s3_request("PUT", f"/{probe}/ready", b"ok", timeout=5.0)
                     if status == 200:

@@ -24,7 +24,7 @@ from txlake.errors import (
     VersionNotFoundError,
 )
 from txlake.lakehouse.records import LakehouseState
-from txlake.txn.lease import LeaseHandle, lease_path, read_lease, take_over
+from txlake.txn.lease import LeaseHandle, lease_path, read_lease, take_over, txn_dir
 from txlake.txn.staging import TableWork
 from txlake.txn.sublog import (
     StagedState,
@@ -233,6 +233,8 @@ def recover(
         except TxlakeError as exc:
             _log.warning("txlake: recover %s: %s", txid, exc)
             results.append(RecoveredTransaction(txid, "skipped", f"{type(exc).__name__}: {exc}"))
+        if not dry_run:
+            ctx.store.remove_empty_dir(txn_dir(txid))  # (local: deleting its objects left the directory)
         if progress is not None:
             progress(i + 1, len(directories))
     return RecoveryReport(dry_run, guard, tuple(results))

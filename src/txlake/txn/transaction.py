@@ -74,7 +74,7 @@ from txlake.txn.commit import Commit, CommitResult, Validation, joining_tables, 
 from txlake.txn.conflicts import IsolationPolicy
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
 from txlake.txn.intents import Concurrency, IntentQueue, check_concurrency, settled_view
-from txlake.txn.lease import LeaseHandle
+from txlake.txn.lease import LeaseHandle, txn_dir
 from txlake.txn.redo import changed_files, keepable
 from txlake.txn.reservations import RESERVATION_WAIT, Reservation
 from txlake.txn.staging import FileKey, TableWork, WorkMark
@@ -321,6 +321,8 @@ class Transaction:
         if self._lease is not None:
             with contextlib.suppress(TxlakeError):
                 self._ctx.heartbeat.release(self._lease, delete=released)
+        if self._sublog.active or self._lease is not None:
+            self._ctx.store.remove_empty_dir(txn_dir(self.txid))  # (local: deleting the objects left it)
 
     def _ensure_active(self) -> None:
         if self._status != "active":
