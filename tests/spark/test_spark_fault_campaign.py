@@ -46,7 +46,9 @@ def test_spark_transfer_campaign(spark: SparkSession, writer: str, tmp_path: Pat
     scenario = SparkTransfer(spark, writer)
     # Spark jobs make each case cost about a second: an outage from each request on, and a crash after it. The
     # cases run four at a time on the one Spark session (as a caller's thread pool would)
-    report = campaign(scenario, lambda tag: ((tmp_path / tag).as_uri(), {}), "file", actions=("outage", "crash_after"))
+    report = campaign(
+        scenario, lambda tag: ((tmp_path / tag).as_uri(), {}), "file", actions=("outage", "crash_after"), workers=4
+    )
     print("\n" + report.table())
     # 29 requests x 2 actions when this was written (fewer GETs since records carry earlier outcomes)
     assert len(report.results) >= 54
