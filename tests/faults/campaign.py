@@ -45,6 +45,8 @@ transaction abandoned mid-way): they must still hold it when they claim, and wit
 tests (load average ~14) a renewal starved for over half a second lost a 0.5 s lease in a setup."""
 SETUP_LEASE_FILE = 1.0
 """The same on local disk: the clean-clone CI lost a 0.2 s setup lease there too (file:// ``recover``)."""
+Locations = Callable[[str], tuple[str, dict[str, str]]]
+"""A fresh empty location (URI, storage options) for each tag: where a campaign's cases run."""
 SETUP_ATTEMPTS = 3
 """Setups of one case at most (:func:`set_up`)."""
 HEALTHY_LEASE = 5.0
@@ -183,9 +185,7 @@ def cases(counts: RequestCounts, actions: tuple[str, ...] = ACTIONS) -> Iterator
                 yield Case(kind, nth, action)
 
 
-def set_up(
-    scenario: Scenario, locations: Callable[[str], tuple[str, dict[str, str]]], tag: str
-) -> tuple[str, dict[str, str]]:
+def set_up(scenario: Scenario, locations: Locations, tag: str) -> tuple[str, dict[str, str]]:
     """Run ``scenario``'s setup at ``locations(tag)``; at a fresh location again if a setup client lost its lease.
 
     On a machine loaded far beyond the CI's (campaign and history checker side by side, load average ~16), a
@@ -204,9 +204,7 @@ def set_up(
                 raise
 
 
-def run_case(
-    scenario: Scenario, case: Case, locations: Callable[[str], tuple[str, dict[str, str]]], tag: str
-) -> CaseResult:
+def run_case(scenario: Scenario, case: Case, locations: Locations, tag: str) -> CaseResult:
     uri, options = set_up(scenario, locations, tag)
     faulty = connect(uri, options, **scenario.client)
     faulty.store.faults.add(case.rule())
@@ -244,7 +242,7 @@ def run_case(
 
 def campaign(
     scenario: Scenario,
-    locations: Callable[[str], tuple[str, dict[str, str]]],
+    locations: Locations,
     backend: str,
     *,
     actions: tuple[str, ...] = ACTIONS,

@@ -44,6 +44,7 @@ from txlake.errors import ObjectNotFoundError, PredicateError, SchemaMismatchErr
 from txlake.expr import BoundPredicate, parse_predicate
 from txlake.storage import ObjectStore
 from txlake.txn.engine import WriteSpec
+from txlake.txn.lease import txn_dir
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 """Arrow bytes buffered per task before a file (per partition value) is written."""
@@ -52,7 +53,7 @@ TARGET_FILE_ROWS = 1_000_000
 
 
 def staging_dir(txid: str) -> str:
-    return f"_txlake/txns/{txid}/spark"
+    return f"{txn_dir(txid)}spark"
 
 
 def write_record_path(txid: str, write_id: str) -> str:
@@ -221,7 +222,7 @@ def remove_staging_dirs(store: ObjectStore, txid: str, write_id: str) -> None:
     for name in (f"{write_id}.tasks", f"{write_id}.rejected", f"{write_id}.out"):
         store.remove_empty_dir(f"{spark_dir}/{name}")
     store.remove_empty_dir(spark_dir)
-    store.remove_empty_dir(spark_dir.rsplit("/", 1)[0])
+    store.remove_empty_dir(txn_dir(txid))
 
 
 def delete_files(store: ObjectStore, table_path: str, adds: Iterable[Add]) -> None:
