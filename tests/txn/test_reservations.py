@@ -120,6 +120,40 @@ def test_holder_commits_first_while_a_racing_writer_waits(any_store_uri: StoreLo
     assert _listed(holder) == []  # withdrawn after the commit
 
 
+def test_a_writer_about_to_redo_waits_for_the_holder_first(any_store_uri: StoreLocation) -> None:
+    """A transaction whose redo would read a file another one reserves waits for that one's commit before it
+    redoes, so it redoes once (on top of the holder), not once before the holder's commit and again after."""
+    _lake(any_store_uri)
+    holder = _client(any_store_uri, reserve_after=1)
+    racer = _client(any_store_uri)
+    other = _client(any_store_uri)
+    racing = racer.transaction()
+    racing.update(ACCT, {"v": "v + 1000"}, "k = 1")
+    tx = holder.transaction()
+    tx.update(ACCT, {"v": "v + 1"}, "k = 1")
+    _bump(other, 10)  # both conflict with it: the holder redoes first and reserves
+    result: dict[str, txlake.CommitResult] = {}
+    looked = threading.Event()
+    racer.store.faults.add(FaultRule("LIST", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=looked.set))
+    thread = threading.Thread(target=lambda: result.setdefault("racer", racing.commit()))
+
+    def reserved() -> None:  # the holder's reservation landed, its claim not yet: the racer commits now
+        thread.start()
+        assert looked.wait(30)
+        time.sleep(0.3)  # a racer that did not wait would have redone and claimed by now
+        assert "racer" not in result
+
+    holder.store.faults.add(FaultRule("PUT", 1, "hook_after", path_contains=RESERVATIONS_DIR, hook=reserved))
+    outcome = tx.commit()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert outcome.redone == 1
+    assert result["racer"].version > outcome.version
+    assert result["racer"].redone == 1  # once, after the holder's commit
+    assert _v(holder, 1) == 100 + 10 + 1 + 1000 and _v(holder, 2) == 200
+    assert _listed(holder) == []
+
+
 def test_a_client_looks_when_racing_or_once_a_second(tmp_path: Path) -> None:
     location = StoreLocation(tmp_path.as_uri(), {})
     _lake(location)
@@ -204,7 +238,8 @@ def test_a_holder_waits_only_for_older_reservations(tmp_path: Path, monkeypatch:
     location = StoreLocation(tmp_path.as_uri(), {})
     _lake(location)
     other = _client(location)
-    assert _holder_facing_a_rival(location, other, now_ms() + 60_000) == 1  # younger: not waited for
+    # before its redo (nothing reserved yet) and before its claim (a younger rival: not waited for)
+    assert _holder_facing_a_rival(location, other, now_ms() + 60_000) == 2
     assert _holder_facing_a_rival(location, other, 1) > 2  # older: waited for (here: out)
     assert _v(other, 1) == 100 + 2 * 11
 

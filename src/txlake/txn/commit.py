@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from txlake.delta.actions import Action, Remove, now_ms
@@ -57,6 +58,7 @@ from txlake.txn.reservations import LOOK_INTERVAL, RESERVATION_TTL, Reservation
 from txlake.txn.staging import TableWork
 
 if TYPE_CHECKING:
+    from txlake.delta.state import Snapshot
     from txlake.txn.transaction import Transaction
 
 GROUP_WAIT_ROUND_TRIPS = 3
@@ -543,20 +545,27 @@ class Commit:
         if backoff > 0:
             time.sleep(random.uniform(0, min(REDO_MAX_DELAY, REDO_BASE_DELAY * 2**backoff)))
         self.redos[table_id] = again + 1
-        # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
-        # their lease), not just the one that conflicted: under contention each redo would meet the next one
-        view = self._settle()
-        claims = [p.record.version for p in view.pending if _changes(p.record, table_id)]
-        last = max([*claims, conflict.winning_version or -1])
-        if last > view.decided.version:
-            self._or_unknown(last, lambda: self.ctx.await_prefix(last))
-            view = self._settle()
-        decided = view.decided
-        if table_id not in decided.tables:
-            return None  # dropped meanwhile: the catalog validation reports it
         work = self.tx._work[table_id]
         entry = work.entry
-        snapshot = self.ctx.snapshots.get(entry, decided.table_versions[table_id])
+        # redo on top of every claim on the table known now (waiting for their outcomes, rolling forward after
+        # their lease), not just the one that conflicted: under contention each redo would meet the next one.
+        # With reservations on, first wait for the commits of those reserving a file the redo would read: a
+        # redo before theirs is stale at once (it was the second of two redos for every wait before a claim)
+        wait = self.ctx.reserve_after > 0
+        while True:
+            view = self._settle()
+            claims = [p.record.version for p in view.pending if _changes(p.record, table_id)]
+            last = max([*claims, conflict.winning_version or -1])
+            if last > view.decided.version:
+                self._or_unknown(last, partial(self.ctx.await_prefix, last))
+                view = self._settle()
+            decided = view.decided
+            if table_id not in decided.tables:
+                return None  # dropped meanwhile: the catalog validation reports it
+            snapshot = self.ctx.snapshots.get(entry, decided.table_versions[table_id])
+            if not (wait and self._wait_before_redo(work, snapshot)):
+                break
+            wait = False  # the holders committed (or were waited out): redo on the log as it is now
         statements = self.tx._statements[table_id]
         redone = self.tx._redo_statements(entry, work, snapshot, statements)
         _log.debug(
@@ -597,6 +606,16 @@ class Commit:
         if reservations.post(self.ctx.store, reservation):
             self.tx._reserved[table_id] = reservation
 
+    def _wait_before_redo(self, work: TableWork, snapshot: Snapshot) -> bool:
+        """Before a redo of ``work``'s statements on ``snapshot``: wait while another transaction reserves a file
+        the redo may read -- one the statements read, or one the concurrent commits wrote (a holder reserves
+        the files of the snapshot it redid on). Whether we waited."""
+        if work.snapshot is None:
+            return False
+        files = frozenset(k[0] for k in work.read_keys) - frozenset(work.added)
+        files |= frozenset(path for path in snapshot.files if path not in work.snapshot.files)
+        return bool(files) and self._wait_for_holders({work.entry.id: files})
+
     def _wait_for_reservations(self, record: GlobalRecord) -> bool:
         """Before a claim: wait while another transaction reserves a file our record removes (see
         :mod:`txlake.txn.reservations`). Whether we waited (the view is then stale).
@@ -615,6 +634,13 @@ class Commit:
         now = time.monotonic()
         if not removes or not (ctx.racing or now < ctx.reservations_seen_until or now >= ctx.reservations_due):
             return False
+        return self._wait_for_holders(removes)
+
+    def _wait_for_holders(self, removes: Mapping[str, frozenset[str]]) -> bool:
+        """Wait while a reservation of another transaction (older than ours, if we hold one) names a file of
+        ``removes`` (by table id), within this transaction's :data:`~txlake.txn.reservations.RESERVATION_WAIT`.
+        Whether we waited."""
+        ctx = self.ctx
         own = min((r.priority for r in self.tx._reserved.values()), default=None)
         waited = 0
         while True:

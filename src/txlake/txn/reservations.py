@@ -10,7 +10,9 @@ included), as of the snapshot it redid on. A writer that is racing (it lost a cl
 last second, see :class:`~txlake.txn.context.LakeContext`) lists the reservations before each claim; if a
 reservation of another transaction names a file its own record removes, it waits until the reservation is
 withdrawn (the holder committed or gave up), then validates again -- and usually redoes on the holder's
-commit. A holder waits only for older reservations (``since``, then txid), so waiting never forms a cycle.
+commit. A writer about to redo waits the same way first, for reservations naming a file the redo may read,
+so that it redoes once, after the holder's commit. A holder waits only for older reservations (``since``,
+then txid), so waiting never forms a cycle.
 
 Reservations are advisory: no invariant depends on them, every commit is validated as before. A failed PUT
 only leaves the transaction without priority, a failed LIST lets the writer go ahead, a failed DELETE leaves
