@@ -616,6 +616,45 @@ def test_a_local_directory_that_cannot_be_made_is_a_storage_error_naming_the_pat
     assert a_file.read_text() == "not a directory"
 
 
+def test_a_local_put_whose_directory_is_in_the_way_once_is_tried_again(tmp_path: Path) -> None:
+    """A directory removed as a PUT creates it (another client's ``remove_empty_dir``) fails that attempt with
+    EEXIST or ENOENT; the PUT tries again. Here a dangling symlink stands where the directory goes (EEXIST),
+    and is gone before the second attempt."""
+    store = ObjectStore.from_uri(tmp_path.as_uri())
+    blocker = tmp_path / "txns"
+    blocker.symlink_to(tmp_path / "nowhere")
+    attempts: list[bool] = []
+
+    def clear() -> None:
+        attempts.append(blocker.is_symlink())
+        blocker.unlink()
+
+    store.faults.add(FaultRule("PUT", 2, "hook", path_contains="txns/", hook=clear))
+    store.put_if_absent("txns/t/lease-000000.json", b"{}")
+    assert attempts == [True] and store.get("txns/t/lease-000000.json") == b"{}"
+    blocker = tmp_path / "other"
+    blocker.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(StorageError, match="broken symbolic link"):  # in the way for good: still an error
+        store.put("other/x.json", b"{}")
+
+
+def test_remove_empty_dir_stays_inside_the_store(tmp_path: Path) -> None:
+    root = tmp_path / "lake"
+    store = ObjectStore.from_uri(root.as_uri())
+    outside = tmp_path / "sibling"
+    outside.mkdir()
+    (root / "a" / "b").mkdir(parents=True)
+    store.put("full/x.json", b"{}")
+    for path in ("", "/", ".", "..", "../sibling", "a/../..", "a/./b", "a\x00b", "full"):
+        store.remove_empty_dir(path)  # never raises, never leaves the root, never removes a non-empty one
+    assert outside.is_dir() and root.is_dir() and (root / "a" / "b").is_dir() and (root / "full").is_dir()
+    store.remove_empty_dir("a/b/")
+    store.remove_empty_dir("a/b")  # (gone already: nothing)
+    assert not (root / "a" / "b").exists() and (root / "a").is_dir()
+    memory = ObjectStore.from_uri("memory://remove-empty-dir")
+    memory.remove_empty_dir("a")  # no directories: nothing
+
+
 @pytest.mark.parametrize("uri", ["s3://user:PASSW0RDX@good-bucket/x", "file://user:PASSW0RDX@host/x"])
 def test_credentials_in_a_uri_are_refused_without_showing_them(uri: str) -> None:
     with pytest.raises(InvalidArgumentError) as raised:

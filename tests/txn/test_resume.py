@@ -400,6 +400,69 @@ def test_recover_aborts_the_dead_rolls_forward_the_claimed_and_keeps_the_live(an
     assert [t.action for t in again.transactions] == ["skipped"]
 
 
+def _nothing_left(lake: txlake.Lakehouse, txid: str) -> None:
+    assert lake.store.list(f"_txlake/txns/{txid}/") == []
+    local = lake.store.local_path(f"_txlake/txns/{txid}")
+    assert local is None or not os.path.exists(local)
+
+
+def test_a_resume_racing_the_holders_end_finds_nothing_to_resume(any_store_uri: StoreLocation) -> None:
+    """The holder ends its transaction after the resumer read the sublog, before it takes the lease over:
+    the resumer then holds an empty directory's lease. It lets go and says there is nothing to resume."""
+    lake = _connect(any_store_uri)
+    _setup(lake)
+    tx = lake.transaction(resumable=True)
+    tx.append("bank.accounts", accounts([3], [3]))
+    resumer = _connect(any_store_uri)
+    ended: list[txlake.CommitResult] = []
+    # the second LIST of the directory is take_over's look for the lease (the first read the sublog)
+    hook = FaultRule("LIST", 2, "hook", path_contains=f"txns/{tx.txid}", hook=lambda: ended.append(tx.commit()))
+    resumer.store.faults.add(hook)
+    with pytest.raises(txlake.TransactionNotFoundError, match="ended meanwhile"):
+        resumer.resume(tx.txid)
+    assert len(ended) == 1
+    assert rows(lake.read_arrow("bank.accounts")) == [(1, 100), (2, 100), (3, 3)]
+    _nothing_left(lake, tx.txid)
+
+
+def test_recover_racing_the_holders_end_leaves_no_tombstone(any_store_uri: StoreLocation) -> None:
+    """The holder ends its transaction after recover listed it, before recover looks at its lease: recover
+    takes over an empty directory. It reports the transaction *ended* and leaves nothing behind (it used to
+    tombstone a transaction that had just committed)."""
+    lake = _connect(any_store_uri)
+    _setup(lake)
+    tx = _connect(any_store_uri).transaction(resumable=True)
+    tx.append("bank.accounts", accounts([3], [3]))
+    ended: list[txlake.CommitResult] = []
+    hook = FaultRule("LIST", 1, "hook", path_contains=f"txns/{tx.txid}", hook=lambda: ended.append(tx.commit()))
+    lake.store.faults.add(hook)
+    report = lake.recover(guard=timedelta(0), dry_run=False)
+    assert len(ended) == 1
+    assert [(t.txid, t.action) for t in report.transactions] == [(tx.txid, "ended")]
+    assert rows(lake.read_arrow("bank.accounts")) == [(1, 100), (2, 100), (3, 3)]
+    _nothing_left(lake, tx.txid)
+    assert lake.transaction_status(tx.txid) == "committed"
+
+
+def test_recover_leaves_the_directory_of_a_transaction_it_did_not_finish(tmp_path: Path) -> None:
+    """A directory holding only Spark staging is not recover's: between two writes its transaction may have
+    emptied it and be about to write into it again (a PUT two levels down creates the directories one at a
+    time, and failed when one was removed in between)."""
+    lake = txlake.connect(tmp_path.as_uri(), lease_seconds=LEASE)
+    txid = "a" * 32
+    lake.store.put(f"_txlake/txns/{txid}/spark/w.json", b"{}")
+    staging = tmp_path / "_txlake" / "txns" / txid
+
+    def between_two_writes() -> None:
+        lake.store.delete(f"_txlake/txns/{txid}/spark/w.json")
+        (staging / "spark").rmdir()
+
+    lake.store.faults.add(FaultRule("LIST", 1, "hook_after", path_contains="_txlake/txns", hook=between_two_writes))
+    report = lake.recover(guard=timedelta(0), dry_run=False)
+    assert [(t.txid, t.action) for t in report.transactions] == [(txid, "skipped")]
+    assert staging.is_dir()
+
+
 def test_recover_keeps_files_until_the_guard(any_store_uri: StoreLocation) -> None:
     lake = _connect(any_store_uri)
     _setup(lake)

@@ -120,6 +120,7 @@ def render_recover(out: Output, result: RecoverResult) -> None:
         "aborted": "aborted, staged files deleted" if not result.dry_run else "would abort and delete staged files",
         "pending": "aborted, files kept until the guard" if not result.dry_run else "would abort (files within guard)",
         "cleaned": "leftovers deleted" if not result.dry_run else "would delete leftovers",
+        "ended": "ended by its own process meanwhile, left alone",
         "skipped": "skipped (no sublog, or an earlier abort)",
     }
     verb = "would delete" if result.dry_run else "deleted"
@@ -134,7 +135,7 @@ def render_recover(out: Output, result: RecoverResult) -> None:
     for t in result.transactions:
         version = f" v{t['version']}" if t.get("version") is not None else ""
         out.line(Text(f"  {t['txid']} {t['action']}{version}: {t['detail']}"))
-    if result.dry_run and any(t["action"] not in ("live", "skipped") for t in result.transactions):
+    if result.dry_run and any(t["action"] not in ("live", "ended", "skipped") for t in result.transactions):
         out.line(Text("dry run: nothing was changed; run `txlake recover --delete` (same options) to act"))
 
 

@@ -52,6 +52,8 @@ from txlake.storage.local import local_directory_error, local_path_problem, os_e
 from txlake.storage.messages import describe
 from txlake.storage.messages import first_line as _first_line
 
+DIRECTORY_RACE_RETRIES = 3
+"""Attempts again of a local PUT whose directory was removed while it was being created."""
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -503,15 +505,18 @@ class ObjectStore:
         empty (``os.rmdir``: a directory that still holds something, or that is gone, stays as it is); its
         parent is left alone. Best effort: an unexpected error is logged, never raised.
         """
+        root = self.local_path()
+        parts = path.strip("/").split("/")
+        if root is None or not path.strip("/") or any(p in ("", ".", "..") for p in parts):
+            return  # (never the root itself, nor a path that leaves it)
         local = self.local_path(path.rstrip("/"))
-        if local is None or local == self.local_path():
-            return  # (never the root itself)
+        assert local is not None
         try:
             os.rmdir(local)
         except FileNotFoundError:
             return  # never created, or already removed
-        except OSError as exc:
-            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):  # (not empty: still in use)
+        except (OSError, ValueError) as exc:  # (ValueError: a NUL in the path)
+            if getattr(exc, "errno", None) not in (errno.ENOTEMPTY, errno.EEXIST):  # (not empty: still in use)
                 _log.warning("txlake: could not remove the empty directory %s: %s", local, exc)
 
     # ---------------------------------------------------------------------------------------- requests
@@ -555,6 +560,9 @@ class ObjectStore:
                         path=path,
                         kind=kind,
                     ) from exc
+                if kind == "PUT" and attempt < DIRECTORY_RACE_RETRIES and self._directory_race(exc):
+                    attempt += 1  # a directory on the way was removed as it was being created: create it again
+                    continue
                 if not _is_transient(exc):
                     raise StorageError(
                         f"{kind} {self.url(path)} failed: {self._describe(kind, path, exc)}", path=path, kind=kind
@@ -570,6 +578,13 @@ class ObjectStore:
                 continue
             self.faults.after(kind, path)
             return result
+
+    def _directory_race(self, exc: BaseException) -> bool:
+        """Whether a local PUT failed because a directory it creates was removed meanwhile (a transaction's
+        directory removed by :meth:`remove_empty_dir` as another client writes into it): ENOENT or EEXIST
+        while the store's root is there."""
+        root = self.local_path()
+        return root is not None and os_errno(exc) in (errno.ENOENT, errno.EEXIST) and os.path.isdir(root)
 
     def _describe(self, kind: RequestKind, path: str, exc: BaseException) -> str:
         """Why a request failed, in one line; for a local directory, what is wrong with the path (read-only,

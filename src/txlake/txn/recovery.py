@@ -47,7 +47,9 @@ DEFAULT_GUARD = timedelta(minutes=10)
 TOMBSTONE_RETENTION = timedelta(hours=26)
 """A tombstone (``aborted.json``) is kept this long, then vacuum's orphan rule covers everything it named."""
 
-RecoveryAction = Literal["live", "rolled_forward", "aborted", "pending", "cleaned", "skipped"]
+RecoveryAction = Literal["live", "rolled_forward", "aborted", "pending", "cleaned", "ended", "skipped"]
+FINISHED: frozenset[RecoveryAction] = frozenset({"rolled_forward", "aborted", "cleaned", "ended"})
+"""What ``recover`` did to a transaction that is over: its emptied directory may go."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,11 @@ def resume(ctx: LakeContext, txid: str) -> Transaction:
     handle = ctx.heartbeat.adopt(lease)
     try:
         sublog = read_sublog(store, txid)  # final now: its holder stopped writing before its lease expired
+        if sublog.header is None and not sublog.aborted:
+            # its holder ended it meanwhile (it deletes its sublog, then its lease): nothing to resume or fence
+            ctx.heartbeat.release(handle, delete=True)
+            ctx.store.remove_empty_dir(txn_dir(txid))
+            raise TransactionNotFoundError(f"transaction {txid} ended meanwhile: nothing to resume", txid=txid)
         if sublog.aborted:
             raise TransactionNotResumableError(
                 f"transaction {txid} was aborted by recover", txid=txid, reason="aborted"
@@ -233,8 +240,10 @@ def recover(
         except TxlakeError as exc:
             _log.warning("txlake: recover %s: %s", txid, exc)
             results.append(RecoveredTransaction(txid, "skipped", f"{type(exc).__name__}: {exc}"))
-        if not dry_run:
-            ctx.store.remove_empty_dir(txn_dir(txid))  # (local: deleting its objects left the directory)
+        if not dry_run and results[-1].action in FINISHED:
+            # (local: deleting its objects left the directory; never that of a transaction still at work, whose
+            # next write into it would find it gone)
+            ctx.store.remove_empty_dir(txn_dir(txid))
         if progress is not None:
             progress(i + 1, len(directories))
     return RecoveryReport(dry_run, guard, tuple(results))
@@ -275,6 +284,11 @@ def _recover_one(ctx: LakeContext, txid: str, keys: list[str], guard: timedelta,
     handle = ctx.heartbeat.adopt(taken)
     try:
         sublog = read_sublog(store, txid)
+        if sublog.header is None and not sublog.aborted:
+            # its holder ended it between our look and our take-over (it deletes its sublog, then its lease):
+            # nothing to finish, nothing to fence
+            ctx.heartbeat.release(handle, delete=True)
+            return RecoveredTransaction(txid, "ended", "ended by its holder meanwhile")
         claimed = None if sublog.aborted else _claimed_version(ctx, sublog)
         if claimed is not None:
             outcome = ctx.await_decided(claimed)
