@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 pytest_plugins = ["tests.services"]
@@ -23,6 +25,13 @@ def _start_rank(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_start_rank)  # (stable: the collection order otherwise)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # a run started in the background of a non-interactive shell inherits SIGINT ignored, and so would every
+    # command a test starts and then interrupts (the Ctrl-C tests): take the default back
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
