@@ -211,6 +211,27 @@ def test_a_dead_holders_reservation_is_waited_out_once(tmp_path: Path, monkeypat
     assert _v(lake, 1) == 102
 
 
+def test_the_wait_budget_counts_the_looks_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an object store a look at the reservations (a LIST) takes as long as the pause between two: the
+    budget counts both, so a slow LIST does not stretch a commit's wait (it counted only the pauses)."""
+    monkeypatch.setattr(transaction, "RESERVATION_WAIT", 0.5)
+    location = StoreLocation(tmp_path.as_uri(), {})
+    _lake(location)
+    lake = _client(location)
+    table_id, path = _acct_file(lake)
+    reservations.post(lake.store, Reservation("d" * 32, table_id, frozenset({path}), now_ms(), now_ms() + 60_000))
+    lists = [0]
+
+    def slow_list() -> None:
+        lists[0] += 1
+        time.sleep(0.1)
+
+    lake.store.faults.add(FaultRule("LIST", 1, "hook", path_contains=RESERVATIONS_DIR, times=10**6, hook=slow_list))  # type: ignore[arg-type]
+    _bump(lake, 1)
+    assert 2 < lists[0] <= 7  # each look takes 0.1 s or more: at most 5 fit in 0.5 s, then one more to see
+    assert _v(lake, 1) == 101
+
+
 def _holder_facing_a_rival(location: StoreLocation, other: txlake.Lakehouse, since: int) -> int:
     """A holder's commit while a rival reservation (posted right after the holder's own, with ``since``)
     names the files it removes; how many times it listed the reservations."""

@@ -643,9 +643,12 @@ class Commit:
         ctx = self.ctx
         own = min((r.priority for r in self.tx._reserved.values()), default=None)
         waited = 0
+        began: float | None = None
         while True:
             live = ctx.reservations.live(ctx.store, removes)
             now = time.monotonic()
+            if began is not None:  # the pause and the look after it count (on an object store, mostly the LIST)
+                self.tx._reservation_wait -= now - began
             ctx.reservations_due = now + LOOK_INTERVAL
             if any(r.txid != self.tx.txid for r in live):
                 ctx.reservations_seen_until = now + CONTENTION_WINDOW
@@ -660,7 +663,6 @@ class Commit:
             began = time.monotonic()
             reservations.pause(waited)
             waited += 1
-            self.tx._reservation_wait -= time.monotonic() - began
 
     # ------------------------------------------------------------------------------------------ claim
 

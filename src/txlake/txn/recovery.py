@@ -61,8 +61,9 @@ class RecoveredTransaction:
     """``live``: its lease is renewed, nothing touched. ``rolled_forward``: it had claimed; its version is now
     decided (``status``). ``aborted``: taken over, tombstoned, its staged files deleted. ``pending``: aborted,
     its files are kept until it has been silent for the guard. ``cleaned``: only leftovers of an ended
-    transaction (an old tombstone, an empty sublog) were deleted. ``skipped``: no sublog (a lease of another
-    kind, Spark staging): left to its owner and vacuum."""
+    transaction (an old tombstone, an empty sublog) were deleted. ``ended``: its holder ended it while recover
+    looked (its sublog went before recover took the lease over): nothing to do, nothing left. ``skipped``: no
+    sublog (a lease of another kind, Spark staging): left to its owner and vacuum."""
     detail: str = ""
     version: int | None = None
     status: str | None = None
