@@ -505,12 +505,10 @@ class ObjectStore:
         empty (``os.rmdir``: a directory that still holds something, or that is gone, stays as it is); its
         parent is left alone. Best effort: an unexpected error is logged, never raised.
         """
-        root = self.local_path()
-        parts = path.strip("/").split("/")
-        if root is None or not path.strip("/") or any(p in ("", ".", "..") for p in parts):
+        relative = path.strip("/")
+        local = self.local_path(relative)
+        if local is None or any(part in ("", ".", "..") for part in relative.split("/")):
             return  # (never the root itself, nor a path that leaves it)
-        local = self.local_path(path.rstrip("/"))
-        assert local is not None
         try:
             os.rmdir(local)
         except FileNotFoundError:

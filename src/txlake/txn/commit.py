@@ -99,6 +99,11 @@ def joining_tables(ops: Sequence[CatalogOp]) -> set[str]:
     return {op.table_id for op in ops if isinstance(op, RegisterTable) and op.table_id is not None}
 
 
+def _files_read(work: TableWork) -> frozenset[str]:
+    """The paths of the table's files ``work``'s statements read, its own staged files left out (nobody else's)."""
+    return frozenset(k[0] for k in work.read_keys) - frozenset(work.added)
+
+
 def pending_change(work: TableWork) -> PendingChange:
     """What a transaction's work on one table changes and read, as conflict checks see it."""
     return PendingChange(
@@ -591,7 +596,7 @@ class Commit:
         of the whole table)."""
         work = self.tx._work[table_id]
         # the files the statements run again read (kept statements' files were not the hot ones)
-        files = frozenset(k[0] for k in work.read_keys) - frozenset(work.added)  # own staged files: nobody else's
+        files = _files_read(work)
         if whole:
             files = frozenset({reservations.WHOLE_TABLE})
         held = self.tx._reserved.get(table_id)
@@ -612,8 +617,7 @@ class Commit:
         the files of the snapshot it redid on). Whether we waited."""
         if work.snapshot is None:
             return False
-        files = frozenset(k[0] for k in work.read_keys) - frozenset(work.added)
-        files |= frozenset(path for path in snapshot.files if path not in work.snapshot.files)
+        files = _files_read(work) | frozenset(path for path in snapshot.files if path not in work.snapshot.files)
         return bool(files) and self._wait_for_holders({work.entry.id: files})
 
     def _wait_for_reservations(self, record: GlobalRecord) -> bool:

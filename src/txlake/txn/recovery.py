@@ -114,9 +114,7 @@ def resume(ctx: LakeContext, txid: str) -> Transaction:
     handle = ctx.heartbeat.adopt(lease)
     try:
         sublog = read_sublog(store, txid)  # final now: its holder stopped writing before its lease expired
-        if sublog.header is None and not sublog.aborted:
-            # its holder ended it meanwhile (it deletes its sublog, then its lease): nothing to resume or fence
-            ctx.heartbeat.release(handle, delete=True)
+        if _ended_meanwhile(ctx, sublog, handle):
             ctx.store.remove_empty_dir(txn_dir(txid))
             raise TransactionNotFoundError(f"transaction {txid} ended meanwhile: nothing to resume", txid=txid)
         if sublog.aborted:
@@ -148,6 +146,15 @@ def resume(ctx: LakeContext, txid: str) -> Transaction:
         # otherwise go unnoticed
         ctx.heartbeat.release(handle, delete=False)
         raise
+
+
+def _ended_meanwhile(ctx: LakeContext, sublog: Sublog, handle: LeaseHandle) -> bool:
+    """Whether the holder ended the transaction between our look and our take-over (it deletes its sublog, then
+    its lease: we took over a sublog without header). Then nothing is left to finish or fence: our lease goes."""
+    if sublog.header is not None or sublog.aborted:
+        return False
+    ctx.heartbeat.release(handle, delete=True)
+    return True
 
 
 def _rebuild(ctx: LakeContext, sublog: Sublog, handle: LeaseHandle) -> Transaction:
@@ -285,10 +292,7 @@ def _recover_one(ctx: LakeContext, txid: str, keys: list[str], guard: timedelta,
     handle = ctx.heartbeat.adopt(taken)
     try:
         sublog = read_sublog(store, txid)
-        if sublog.header is None and not sublog.aborted:
-            # its holder ended it between our look and our take-over (it deletes its sublog, then its lease):
-            # nothing to finish, nothing to fence
-            ctx.heartbeat.release(handle, delete=True)
+        if _ended_meanwhile(ctx, sublog, handle):
             return RecoveredTransaction(txid, "ended", "ended by its holder meanwhile")
         claimed = None if sublog.aborted else _claimed_version(ctx, sublog)
         if claimed is not None:
