@@ -66,6 +66,11 @@ def _check_throughput_rows(rows: list[dict[str, Any]], configs: list[str]) -> No
         assert len(params["txlake_writers"]) == len(params["baseline_writers"]) == params["writers"]
         assert sum(params["txlake_commits_per_second_timeline"]) == params["txlake_commits"]
         assert set(params["txlake_requests_per_commit"]) == set(KINDS)
+        by_target = params["txlake_requests_per_commit_by_target"]
+        for kind in KINDS:  # the same requests, by what they touched
+            ours = sum(n for what, n in by_target.items() if what.split(" ", 1)[0] == kind)
+            assert ours == pytest.approx(params["txlake_requests_per_commit"][kind])
+        assert by_target["PUT data file"] == pytest.approx(1.0)  # one file per one-table append
 
 
 def test_commit_workload_is_registered() -> None:
@@ -85,6 +90,11 @@ def test_commit_workload_is_registered() -> None:
         ("bench/t00/_delta_log/00000000000000000010.checkpoint.parquet", "delta checkpoint"),
         ("bench/t00/_delta_log/_last_checkpoint", "delta _last_checkpoint"),
         ("bench/t00/part-abc-123.snappy.parquet", "data file"),
+        ("_txlake/groups/00000000000000000007/", "group intent"),
+        ("_txlake/groups/00000000000000000007/abc.json", "group intent"),
+        ("_txlake/txns/abc/lease-1.json", "transaction sublog"),
+        ("_txlake/reservations/t.abc.json", "reservation"),
+        ("_txlake/intents/t/00000000000000000001-abc.json", "pessimistic marker"),
     ],
 )
 def test_requests_are_attributed_by_path(path: str, what: str) -> None:

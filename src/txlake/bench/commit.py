@@ -416,6 +416,7 @@ class WriterResult:
     first_error: str | None = None
     per_second: tuple[int, ...] = ()  # commits in each second of the run (shows slow-downs as the log grows)
     requests: dict[str, int] = field(default_factory=dict)  # txlake's object-store requests, whole run
+    requests_by_target: dict[str, int] = field(default_factory=dict)  # "<kind> <what it touched>" -> count
 
 
 def _commit_once(
@@ -438,6 +439,7 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
     first_error: str | None = None
     elapsed = 0.0
     lake: Lakehouse | None = None
+    recorder = RequestRecorder()
     try:
         deltalake = _import_deltalake() if task.system == "delta-rs" else None
         conflict_types: tuple[type[BaseException], ...] = (ConflictError,)
@@ -458,6 +460,7 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
             raise TimeoutError("no start signal")
         if lake is not None:
             lake.store.counters.reset()
+            lake.store.faults = recorder
         start = time.monotonic()
         deadline = start + task.seconds
         reported = start
@@ -494,6 +497,7 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
                 first_error,
                 tuple(seconds[i] for i in range(max(seconds, default=-1) + 1)),
                 lake.store.counters.snapshot().as_dict() if lake is not None else {},
+                {f"{kind} {what}": n for (kind, what), n in sorted(recorder.take().items())},
             ),
         )
     )
@@ -614,6 +618,14 @@ def _requests_per_commit(run: ThroughputRun) -> dict[str, float]:
     return {kind: totals[kind] / run.commits if run.commits else 0.0 for kind in KINDS}
 
 
+def _requests_by_target(run: ThroughputRun) -> dict[str, float]:
+    """Requests per committed transaction by kind and what they touched (:func:`classify`), most first."""
+    totals = Counter[str]()
+    for r in run.results:
+        totals.update(r.requests_by_target)
+    return {what: n / run.commits for what, n in totals.most_common()} if run.commits else {}
+
+
 def _timeline(run: ThroughputRun) -> list[int]:
     """Commits of all writers in each second of the run."""
     width = max((len(r.per_second) for r in run.results), default=0)
@@ -675,6 +687,7 @@ def measure_throughput(
             "txlake_errors": ours.errors,
             "txlake_rebases_per_commit": sum(r.rebases for r in ours.results) / ours.commits if ours.commits else 0.0,
             "txlake_requests_per_commit": _requests_per_commit(ours),
+            "txlake_requests_per_commit_by_target": _requests_by_target(ours),
             "txlake_commits_per_second_timeline": _timeline(ours),
             "baseline_commits_per_second_timeline": _timeline(theirs),
             "txlake_writers": [asdict(r) for r in ours.results],
@@ -696,10 +709,21 @@ def measure_throughput(
 # ------------------------------------------------------------------------------------------------- profile
 
 
+_TXLAKE_AREAS = {
+    "groups": "group intent",
+    "txns": "transaction sublog",
+    "reservations": "reservation",
+    "intents": "pessimistic marker",
+}
+
+
 def classify(path: str) -> str:
     """What an object-store request touched, from its path (a LIST's path is its prefix)."""
     name = path.rstrip("/").rsplit("/", 1)[-1]
     if path.startswith("_txlake/"):
+        area = path.split("/", 2)[1]
+        if area in _TXLAKE_AREAS:
+            return _TXLAKE_AREAS[area]
         if name == "log":
             return "global log listing"
         if name == "_last_checkpoint":
