@@ -95,12 +95,6 @@ class SnapshotCache:
             while len(self._commits) > 4 * self.capacity:
                 self._commits.popitem(last=False)
 
-    def newest(self, table_id: str) -> Snapshot | None:
-        """The newest cached snapshot of a table, if any (no request)."""
-        with self._lock:
-            versions = [v for (tid, v) in self._cache if tid == table_id]
-            return self._cache[(table_id, max(versions))] if versions else None
-
     def put(self, table_id: str, snap: Snapshot) -> None:
         with self._lock:
             self._cache[(table_id, snap.version)] = snap
