@@ -17,10 +17,11 @@ from tests.interop.deltars import sql_rows
 from tests.services import StoreLocation
 from tests.txn.conftest import ACCOUNTS, accounts
 from tests.txn.groups import create_tables, grouping_lake, ids
+from txlake.bench.commit import RequestRecorder
 from txlake.delta.actions import Add, Metadata
 from txlake.errors import ConflictError, InvalidArgumentTypeError, SimulatedCrash
 from txlake.lakehouse.records import CreateNamespace, GlobalRecord, ReadSet, TableChange
-from txlake.storage import FaultInjector, FaultRule, RequestKind
+from txlake.storage import FaultRule
 from txlake.txn import group
 
 deltalake = pytest.importorskip("deltalake")
@@ -135,18 +136,6 @@ def test_a_member_commits_in_the_claimers_version(any_store_uri: StoreLocation) 
     assert _deltarsids(reader, "g.mine", any_store_uri.storage_options) == [1]
 
 
-class _PathRecorder(FaultInjector):
-    """Records the path of every request (a fault injector with no rules)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.paths: list[tuple[str, str]] = []
-
-    def before(self, kind: RequestKind, path: str) -> None:
-        self.paths.append((kind, path))
-        super().before(kind, path)
-
-
 def _grouped_appends(
     member: txlake.Lakehouse,
     claimer: txlake.Lakehouse,
@@ -179,10 +168,10 @@ def test_each_transaction_of_a_group_checkpoints_its_own_tables(any_store_uri: S
     member, claimer = grouping_lake(any_store_uri), grouping_lake(any_store_uri)
     mine = "/".join(member.table_location("g.mine").rstrip("/").rsplit("/", 2)[-2:]) + "/_delta_log/"
     theirs = "/".join(member.table_location("g.theirs").rstrip("/").rsplit("/", 2)[-2:]) + "/_delta_log/"
-    recorder = _PathRecorder()
+    recorder = RequestRecorder(what=str)  # counts by path
     claimer.store.faults = recorder
     _grouped_appends(member, claimer, "g.mine", 3)  # g.mine's and g.theirs's Delta versions 1, 2, 3
-    assert not [path for kind, path in recorder.paths if kind != "PUT" and mine in path]  # it only publishes
+    assert not [path for kind, path in recorder.seen if kind != "PUT" and mine in path]  # it only publishes
     assert member.store.exists(f"{mine}{3:020d}.checkpoint.parquet")  # the member's
     assert not member.store.exists(f"{mine}{2:020d}.checkpoint.parquet")
     assert member.store.exists(f"{theirs}{2:020d}.checkpoint.parquet")  # the claimer's

@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -620,9 +620,7 @@ def _requests_per_commit(run: ThroughputRun) -> dict[str, float]:
 
 def _requests_by_target(run: ThroughputRun) -> dict[str, float]:
     """Requests per committed transaction by kind and what they touched (:func:`classify`), most first."""
-    totals = Counter[str]()
-    for r in run.results:
-        totals.update(r.requests_by_target)
+    totals = sum((Counter(r.requests_by_target) for r in run.results), Counter[str]())
     return {what: n / run.commits for what, n in totals.most_common()} if run.commits else {}
 
 
@@ -744,14 +742,16 @@ def classify(path: str) -> str:
 
 @dataclass
 class RequestRecorder(FaultInjector):
-    """A fault injector without rules that records what each request touched (kind, :func:`classify`)."""
+    """A fault injector without rules that counts the requests by kind and what they touched (``what(path)``:
+    :func:`classify` unless told otherwise)."""
 
     seen: Counter[tuple[str, str]] = field(default_factory=Counter)
+    what: Callable[[str], str] = classify
     _seen_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def before(self, kind: RequestKind, path: str) -> None:
         with self._seen_lock:
-            self.seen[(kind, classify(path))] += 1
+            self.seen[(kind, self.what(path))] += 1
         super().before(kind, path)
 
     def take(self) -> Counter[tuple[str, str]]:
