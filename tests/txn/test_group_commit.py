@@ -22,7 +22,7 @@ from txlake.delta.actions import Add, Metadata
 from txlake.errors import ConflictError, InvalidArgumentTypeError, SimulatedCrash
 from txlake.lakehouse.records import CreateNamespace, GlobalRecord, ReadSet, TableChange
 from txlake.storage import FaultRule
-from txlake.txn import group
+from txlake.txn import commit, group
 
 deltalake = pytest.importorskip("deltalake")
 
@@ -136,6 +136,25 @@ def test_a_member_commits_in_the_claimers_version(any_store_uri: StoreLocation) 
     assert _deltarsids(reader, "g.mine", any_store_uri.storage_options) == [1]
 
 
+def test_a_member_reads_nothing_of_the_log_beyond_its_version(any_store_uri: StoreLocation) -> None:
+    """Waiting for the versions before its own to be decided, a member walks the log up to its version only:
+    it does not look for a version after it (every walk to the end finds nothing there, one GET per commit)."""
+    create_tables(any_store_uri, "g.mine", "g.theirs")
+    member, claimer = grouping_lake(any_store_uri), grouping_lake(any_store_uri)
+    seen = _paced(member, [])
+
+    def claim() -> None:
+        with claimer.transaction() as tx:
+            tx.append("g.theirs", accounts([2], [20]))
+
+    _after_intent(member, claim)
+    with member.transaction() as tx:
+        tx.append("g.mine", accounts([1], [10]))
+    assert tx.result is not None and member.context.glog.read_record(tx.result.version).members == (tx.txid,)
+    after = f"_txlake/log/{tx.result.version + 1:020d}"
+    assert not [p for (kind, p) in seen.take() if kind == "GET" and p.startswith(after)]
+
+
 def _grouped_appends(
     member: txlake.Lakehouse,
     claimer: txlake.Lakehouse,
@@ -196,6 +215,80 @@ def test_a_members_registered_table_keeps_its_own_checkpoint_interval(tmp_path: 
     checkpoints = sorted(p.name for p in (location / "_delta_log").glob("*.checkpoint.parquet"))
     assert checkpoints == [f"{2:020d}.checkpoint.parquet", f"{4:020d}.checkpoint.parquet"]
     assert ids(txlake.connect(loc.uri), "ext.t") == [0, 1, 2, 3, 4]
+
+
+def _paced(lake: txlake.Lakehouse, rules: list[FaultRule]) -> RequestRecorder:
+    """Record ``lake``'s requests by path, with ``rules`` armed."""
+    recorder = RequestRecorder(what=str)
+    for rule in rules:
+        recorder.add(rule)
+    lake.store.faults = recorder
+    return recorder
+
+
+def test_a_writer_defers_to_the_smallest_intent_of_its_version(any_store_uri: StoreLocation) -> None:
+    """Two writers posted intents for the same version and found it unclaimed: the one whose txid is larger
+    waits for the other's claim (which takes it in) instead of reading the intents and racing to claim."""
+    create_tables(any_store_uri, "g.a", "g.b")
+    lakes = [grouping_lake(any_store_uri), grouping_lake(any_store_uri)]
+    txs = [lake.transaction() for lake in lakes]
+    txs[0].append("g.a", accounts([1], [10]))
+    txs[1].append("g.b", accounts([2], [20]))
+    (leader_lake, leader), (follower_lake, follower) = sorted(zip(lakes, txs, strict=True), key=lambda p: p[1].txid)
+    version = leader_lake.snapshot().version + 1
+    record_key = f"_txlake/log/{version:020d}.json"
+    posted, listed, claimed = threading.Event(), threading.Event(), threading.Event()
+
+    def after_the_follower_listed() -> None:
+        if listed.is_set():
+            assert claimed.wait(10)
+
+    _paced(
+        leader_lake,
+        [
+            FaultRule(
+                "PUT", 1, "hook_after", path_contains="_txlake/groups/", hook=lambda: [posted.set(), listed.wait(10)]
+            ),
+            FaultRule("PUT", 1, "hook_after", path_contains=record_key, hook=claimed.set),
+        ],
+    )
+    seen = _paced(
+        follower_lake,
+        [
+            FaultRule("PUT", 1, "hook", path_contains="_txlake/groups/", hook=lambda: posted.wait(10)),
+            FaultRule("LIST", 1, "hook_after", path_contains="_txlake/groups/", hook=listed.set),
+            FaultRule("GET", 1, "hook", path_contains=record_key, times=100, hook=after_the_follower_listed),
+        ],
+    )
+    with ThreadPoolExecutor(1) as pool:
+        leading = pool.submit(leader.commit)
+        result = follower.commit()
+        led = leading.result(timeout=30)
+    assert result.version == led.version == version
+    record = follower_lake.context.glog.read_record(version)
+    assert record.txid == leader.txid and record.members == (follower.txid,)
+    follower_requests = seen.take()
+    assert not [p for (kind, p) in follower_requests if kind == "GET" and "_txlake/groups/" in p]  # no intent read
+    assert not [p for (kind, p) in follower_requests if kind == "PUT" and p.endswith(record_key)]  # no claim race
+    reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    assert ids(reader, "g.a") == [1] and ids(reader, "g.b") == [2]
+
+
+def test_a_writer_claims_itself_when_the_leader_never_does(any_store_uri: StoreLocation) -> None:
+    """The smallest intent of the version belongs to a writer that never claims (here: not an intent at all):
+    the writer deferring to it looks for the claim a few times, then collects and claims itself."""
+    create_tables(any_store_uri, "g.a")
+    lake = grouping_lake(any_store_uri)
+    version = lake.snapshot().version + 1
+    lake.store.put(group.intent_path(version, "0" * 32), b"{}")  # sorts first; never merged
+    seen = _paced(lake, [])
+    with lake.transaction() as tx:
+        tx.append("g.a", accounts([1], [10]))
+    assert tx.result is not None and tx.result.version == version
+    record_gets = [p for (kind, p) in seen.take().elements() if kind == "GET" and p.endswith(f"{version:020d}.json")]
+    assert len(record_gets) >= 1 + commit.LEADER_POLLS  # after posting, then each look while deferring
+    assert lake.context.glog.read_record(version).members == ()
+    assert ids(txlake.connect(any_store_uri.uri, any_store_uri.storage_options), "g.a") == [1]
 
 
 def test_a_member_of_an_aborted_group_never_appears(tmp_path: object) -> None:

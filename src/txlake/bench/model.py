@@ -7,8 +7,9 @@ read the log tail, stage the data file (one PUT), then commit under one of three
   winner's record (one GET) and claims the next version; the winner publishes its Delta commit and outcome.
 * ``new`` -- *group commit* (``txlake.txn.group``): after a lost race a writer posts an intent for the next
   version, sleeps ``U(0, 3 rtt)`` and reads that version's record: listed in it, it is a member and waits
-  for the outcome; absent, it LISTs and reads the intents, claims the version for all of them and
-  publishes one Delta commit per table. Records embed the outcomes of the 8 versions before them.
+  for the outcome; absent, it LISTs the intents. The writer of the smallest one listed reads them, claims
+  the version for all of them and publishes one Delta commit per table; the others look for its claim a
+  few times before doing so themselves. Records embed the outcomes of the 8 versions before them.
 * ``delta-rs`` -- the baseline: independent ``write_deltalake`` appends to separate plain tables (the
   request mix measured on SeaweedFS: 3 LIST, 4 GET, 1 PUT, 1 put-if-absent per commit).
 
@@ -58,6 +59,7 @@ PROTOCOLS: tuple[Protocol, ...] = ("old", "new", "delta-rs")
 EMBEDDED_OUTCOMES = 8  # txlake.lakehouse.log.EMBEDDED_OUTCOMES
 GROUP_WAIT_ROUND_TRIPS = 3  # txlake.txn.commit.GROUP_WAIT_ROUND_TRIPS
 START_VIEW_REUSE_MS = 250.0  # txlake.txn.commit.START_VIEW_REUSE
+LEADER_POLLS = 4  # txlake.txn.commit.LEADER_POLLS
 CONTENTION_WINDOW_MS = 1000.0  # txlake.txn.context.CONTENTION_WINDOW
 FIRST_ROUND_TRIP_MS = 2.0  # txlake.txn.context.ROUND_TRIP
 MAX_ROUND_TRIP_MS = 500.0  # observe_round_trip caps a sample at 0.5 s
@@ -619,16 +621,18 @@ class _Run:
 
     # -------------------------------------------------------------------------------- log reading
 
-    def _tail(self, w: Writer) -> Task[None]:
+    def _tail(self, w: Writer, through: int | None = None) -> Task[None]:
         """``GlobalLog.tail`` from the writer's decided prefix: one GET per unknown record and outcome.
 
-        The walk ends at the first missing record (one GET miss). The old log reads each version's record
-        then its outcome; the new one reads the records first (each embeds earlier outcomes), then only
-        the outcomes still unknown.
+        The walk ends at the first missing record (one GET miss), or after version ``through``
+        (``GlobalLog.through``, new protocol). The old log reads each version's record then its outcome; the
+        new one reads the records first (each embeds earlier outcomes), then only the outcomes still unknown.
         """
         v = w.decided + 1
         if self.protocol == "new":
-            while v in w.records or (yield from self._get_record(w, v, "log tail")) is not None:
+            while (through is None or v <= through) and (
+                v in w.records or (yield from self._get_record(w, v, "log tail")) is not None
+            ):
                 v += 1
             for u in range(w.decided + 1, v):
                 if u not in w.outcomes:
@@ -647,10 +651,11 @@ class _Run:
             delay = min(delay * 1.5, AWAIT_MAX_DELAY_MS)
 
     def _await_visible(self, w: Writer, version: int) -> Task[None]:
-        """``LakeContext.await_prefix``: nothing if the prefix reaches us, else a tail and polled outcomes."""
+        """``LakeContext.await_prefix``: nothing if the prefix reaches us, else a tail (the new protocol's up to
+        ``version`` only) and polled outcomes."""
         if w.decided >= version:
             return
-        yield from self._tail(w)
+        yield from self._tail(w, version if self.protocol == "new" else None)
         for v in range(w.decided + 1, version + 1):
             if v not in w.records:
                 yield from self._get_record(w, v, "awaiting outcomes")
@@ -779,7 +784,7 @@ class _Run:
                 winner = yield from self._get_record(w, version, "group requests")
                 w.round_trip = 0.8 * w.round_trip + 0.2 * min(self.sim.now - start, MAX_ROUND_TRIP_MS)
                 if winner is None:
-                    members = yield from self._collect(w, version)
+                    members, winner = yield from self._collect(w, version)
             if winner is None:
                 if (yield from self._claim(w, version, members)):
                     yield from self._finish(w, w.records[version])
@@ -797,14 +802,22 @@ class _Run:
             w, "PUT", "group requests", lambda: self.store.intents.setdefault(version, []).append(w.id)
         )
 
-    def _collect(self, w: Writer, version: int) -> Task[tuple[int, ...]]:
-        """``group.collect``: one LIST of the version's intents, one GET each (16 at a time)."""
+    def _collect(self, w: Writer, version: int) -> Task[tuple[tuple[int, ...], Record | None]]:
+        """``group.collect``: one LIST of the version's intents, one GET each (16 at a time). First
+        ``Commit._defer``: with an intent of a smaller writer listed, look for its claim (after 3 round trips,
+        then every one, :data:`LEADER_POLLS` times). The members, or the record found meanwhile."""
         listed: list[int] = yield from self._request(
             w, "LIST", "group requests", lambda: list(self.store.intents.get(version, []))
         )
+        if w.id in listed and min(listed) != w.id:
+            for poll in range(LEADER_POLLS):
+                yield from self._sleep((3.0 if poll == 0 else 1.0) * w.round_trip, "group wait")
+                record = yield from self._get_record(w, version, "group requests")
+                if record is not None:
+                    return (), record
         others = [i for i in listed if i != w.id][:MAX_MEMBERS]
         if not others:
-            return ()
+            return (), None
         queue = iter(others)
 
         def reader() -> Task[None]:
@@ -812,7 +825,7 @@ class _Run:
                 yield from self._request(w, "GET", "group requests", lambda: None)
 
         yield Join([reader() for _ in range(min(READ_CONCURRENCY, len(others)))])
-        return tuple(others)
+        return tuple(others), None
 
     def _member(self, w: Writer, winner: Record) -> Task[None]:
         """``Commit._as_member``: wait for the claimer's outcome (first wait: 3 round trips)."""

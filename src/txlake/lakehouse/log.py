@@ -300,6 +300,18 @@ class GlobalLog:
                 base = LakehouseState(version=-1)
         return self._learnt(self._catch_up(base, None, listing=listing))
 
+    def through(self, version: int) -> LogTail | None:
+        """The decided state and the undecided claims up to ``version``, walked from the newest state this client
+        knows at or below it: no request for anything after ``version`` (:meth:`tail` ends each walk with a GET
+        that finds nothing). ``None`` when this client knows no such state, or learnt the log too long ago (see
+        :data:`TAIL_TRUST_SECONDS`), or the walk stops short of ``version``: ask :meth:`tail`."""
+        base = self._nearest_state(version)
+        learnt = self._tail_learnt
+        if base is None or learnt is None or time.monotonic() - learnt[1] >= TAIL_TRUST_SECONDS:
+            return None
+        tail = self._catch_up(base, version, listing=None)
+        return tail if tail.latest_claimed >= version else None
+
     def _learnt(self, tail: LogTail) -> LogTail:
         self._tail_learnt = (tail.state.version, time.monotonic())
         return tail

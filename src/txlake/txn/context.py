@@ -144,8 +144,12 @@ class LakeContext:
         known = self.glog.nearest_state(version)
         if known is not None and known.version == version:  # the usual case: we decided it on a decided prefix
             return known
-        decided = self.glog.tail().state.version
-        for v in range(decided + 1, version + 1):  # in order: each wait polls one outcome
+        walked = self.glog.through(version)
+        if walked is not None:  # the usual case: nothing to read beyond our version
+            waits: Collection[int] = walked.undecided
+        else:
+            waits = range(self.glog.tail().state.version + 1, version + 1)
+        for v in waits:  # in order: each wait polls one outcome
             self.await_decided(v)
         return self.glog.state_at(version)
 

@@ -79,15 +79,31 @@ def _read_intent(store: ObjectStore, path: str, version: int) -> GlobalRecord | 
     return record
 
 
-def collect(store: ObjectStore, version: int, *, exclude: str) -> list[GlobalRecord]:
-    """The groupable intents posted for ``version`` (one LIST, one GET each), ``exclude``'s left out.
+def listed(store: ObjectStore, version: int) -> list[str]:
+    """The keys of the intents posted for ``version``, in txid order (one LIST; none if it fails)."""
+    try:
+        return sorted(m.path for m in store.list(intent_dir(version)) if m.path.endswith(".json"))
+    except TxlakeError:
+        return []
+
+
+def leader(paths: Sequence[str]) -> str | None:
+    """The txid whose owner claims the version when several writers that posted an intent for it find it
+    unclaimed: the smallest of those ``paths`` (:func:`listed`) name. The others wait for its claim instead of
+    each reading every intent and racing to claim (see ``Commit._defer``)."""
+    return paths[0].rsplit("/", 1)[-1].removesuffix(".json") if paths else None
+
+
+def collect(
+    store: ObjectStore, version: int, *, exclude: str, paths: Sequence[str] | None = None
+) -> list[GlobalRecord]:
+    """The groupable intents posted for ``version`` (one GET each, after one LIST unless ``paths`` are those it
+    gave), ``exclude``'s left out.
 
     Best effort: a failed LIST or GET only leaves intents out (their owners try the next version).
     """
-    try:
-        paths = sorted(m.path for m in store.list(intent_dir(version)) if m.path.endswith(".json"))
-    except TxlakeError:
-        return []
+    if paths is None:
+        paths = listed(store, version)
     paths = [p for p in paths if not p.endswith(f"/{exclude}.json")][:MAX_MEMBERS]
     if not paths:
         return []
