@@ -718,9 +718,9 @@ class Commit:
 
     def _defer(self, version: int) -> GlobalRecord | None:
         """Our intent for ``version`` is posted, and so is one of a smaller txid (:func:`group.leader`): its owner
-        claims the version, taking in every intent it lists. Wait for that claim: a GET of the record after 2,
-        then every, round trip, :data:`LEADER_POLLS` times. ``None``: not claimed (the leader is slow or gone),
-        so we collect and claim ourselves.
+        claims the version, taking in every intent it lists. Wait for that claim: a GET of the record after 3
+        round trips, then after every further one, :data:`LEADER_POLLS` times. ``None``: not claimed (the leader
+        is slow or gone), so we collect and claim ourselves.
 
         Without it every writer of a burst that found the version unclaimed read all its intents and raced to
         claim it, one of them winning: at 16 writers on SeaweedFS about 3 collectors per version.

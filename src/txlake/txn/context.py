@@ -78,7 +78,7 @@ class LakeContext:
     def note_contention(self) -> None:
         """A claim race was lost (or a conflict redone): re-read the tail before committing, commit in groups,
         and respect reservations, for a while."""
-        self.lost_race_until = time.monotonic() + CONTENTION_WINDOW
+        self.lost_race_until = max(self.lost_race_until, time.monotonic() + CONTENTION_WINDOW)
 
     @property
     def racing(self) -> bool:
