@@ -443,4 +443,4 @@ def test_an_intent_older_than_an_hour_is_never_merged(tmp_path: object) -> None:
     for txid, when in (("fresh", now), ("stale", stale)):
         record = dataclasses.replace(_record(txid, _append("t1", txid), version=7), timestamp_ms=when)
         group.post_intent(store, record)
-    assert [r.txid for r in group.collect(store, 7, exclude="me")] == ["fresh"]
+    assert [r.txid for r in group.collect(store, 7, group.listed(store, 7), exclude="me")] == ["fresh"]

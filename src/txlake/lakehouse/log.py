@@ -276,8 +276,7 @@ class GlobalLog:
         cold client starts from the newest global checkpoint and LISTs once to prefetch what follows.
         """
         base = self._nearest_state(None)
-        learnt = self._tail_learnt
-        if base is not None and learnt is not None and time.monotonic() - learnt[1] < TAIL_TRUST_SECONDS:
+        if base is not None and self._cache_trusted():
             return self._learnt(self._catch_up(base, None, listing=None))
         hint = self._last_checkpoint_hint()
         base = None
@@ -306,11 +305,16 @@ class GlobalLog:
         that finds nothing). ``None`` when this client knows no such state, or learnt the log too long ago (see
         :data:`TAIL_TRUST_SECONDS`), or the walk stops short of ``version``: ask :meth:`tail`."""
         base = self._nearest_state(version)
-        learnt = self._tail_learnt
-        if base is None or learnt is None or time.monotonic() - learnt[1] >= TAIL_TRUST_SECONDS:
+        if base is None or not self._cache_trusted():
             return None
         tail = self._catch_up(base, version, listing=None)
         return tail if tail.latest_claimed >= version else None
+
+    def _cache_trusted(self) -> bool:
+        """Whether the states this client holds are a safe place to walk the log from (learnt within
+        :data:`TAIL_TRUST_SECONDS`)."""
+        learnt = self._tail_learnt
+        return learnt is not None and time.monotonic() - learnt[1] < TAIL_TRUST_SECONDS
 
     def _learnt(self, tail: LogTail) -> LogTail:
         self._tail_learnt = (tail.state.version, time.monotonic())

@@ -452,7 +452,7 @@ class Commit:
                         winner = self._defer(record.version)
                         lost = winner is not None
                 if not lost:
-                    intents = group.collect(self.ctx.store, record.version, exclude=self.tx.txid, paths=paths)
+                    intents = group.collect(self.ctx.store, record.version, paths, exclude=self.tx.txid)
                     record = group.merge(record, intents, live_tables=frozenset(claimed.tables))
             if not lost:
                 try:
@@ -708,10 +708,15 @@ class Commit:
         intent posted so far) and the others find its record and are done. ``None``: nobody claimed it yet.
         """
         time.sleep(random.uniform(0, GROUP_WAIT_ROUND_TRIPS * self.ctx.round_trip))
+        return self._claim_of(version)
+
+    def _claim_of(self, version: int) -> GlobalRecord | None:
+        """The record of ``version`` (one GET, timed into the round-trip estimate); ``None`` if not claimed yet
+        (or not readable now)."""
         began = time.monotonic()
         try:
             return self.ctx.glog.read_record(version)
-        except TxlakeError:  # not claimed yet (or not readable now): we claim it ourselves
+        except TxlakeError:
             return None
         finally:
             self.ctx.observe_round_trip(time.monotonic() - began)
@@ -727,13 +732,8 @@ class Commit:
         """
         for poll in range(LEADER_POLLS):
             time.sleep((3 if poll == 0 else 1) * self.ctx.round_trip)
-            began = time.monotonic()
-            try:
-                return self.ctx.glog.read_record(version)
-            except TxlakeError:  # not claimed yet (or not readable now)
-                continue
-            finally:
-                self.ctx.observe_round_trip(time.monotonic() - began)
+            if (record := self._claim_of(version)) is not None:
+                return record
         return None
 
     def _winner(self, version: int) -> GlobalRecord | None:

@@ -94,16 +94,12 @@ def leader(paths: Sequence[str]) -> str | None:
     return paths[0].rsplit("/", 1)[-1].removesuffix(".json") if paths else None
 
 
-def collect(
-    store: ObjectStore, version: int, *, exclude: str, paths: Sequence[str] | None = None
-) -> list[GlobalRecord]:
-    """The groupable intents posted for ``version`` (one GET each, after one LIST unless ``paths`` are those it
-    gave), ``exclude``'s left out.
+def collect(store: ObjectStore, version: int, paths: Sequence[str], *, exclude: str) -> list[GlobalRecord]:
+    """The groupable intents for ``version`` among ``paths`` (what :func:`listed` gave; one GET each),
+    ``exclude``'s left out.
 
     Best effort: a failed LIST or GET only leaves intents out (their owners try the next version).
     """
-    if paths is None:
-        paths = listed(store, version)
     paths = [p for p in paths if not p.endswith(f"/{exclude}.json")][:MAX_MEMBERS]
     if not paths:
         return []
