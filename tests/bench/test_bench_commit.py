@@ -117,6 +117,12 @@ def test_commit_bench_writes_json_and_png(tmp_path: Path) -> None:
     assert tables["parameters"]["tables"] == [1, 2]
     _check_latency_rows(tables["rows"], ["file k=1", "file k=2"])
     assert [r["params"]["k"] for r in tables["rows"]] == [1, 2]
+    one, two = (r["params"] for r in tables["rows"])
+    assert one["commit_phase_vs_k1"] == 1.0 and "meets_target" not in one
+    assert two["commit_phase_vs_k1"] == pytest.approx(two["txlake_commit_phase_ms"] / one["txlake_commit_phase_ms"])
+    assert two["target_commit_phase_vs_k1"] == 3.0
+    assert two["meets_target"] == (two["commit_phase_vs_k1"] <= 3.0)
+    assert "added_latency" not in tables["parameters"]
     assert (out / "commit-tables-requests.png").read_bytes().startswith(PNG_MAGIC)
     throughput = _load(out, "throughput")
     assert throughput["parameters"]["writers"] == [1]
@@ -128,6 +134,29 @@ def test_commit_bench_writes_json_and_png(tmp_path: Path) -> None:
     assert "=== single" in profile and "=== k2" in profile
     assert (out / "commit-profile-file-single.prof").stat().st_size > 0
     assert (out / "commit-profile-file-k2.prof").stat().st_size > 0
+
+
+def test_added_latency_delays_every_txlake_request(tmp_path: Path) -> None:
+    """--added-latency: a commit's record, Delta commit and outcome PUTs go one after another, so its commit
+    phase takes at least three added write latencies (a lower bound: sleeping guarantees it)."""
+    pytest.importorskip("deltalake")
+
+    rc = main(
+        ["bench", "commit", "--no-s3", *TINY, "--parts", "tables", "--added-latency", "40", "5", "--out", str(tmp_path)]
+    )
+
+    assert rc == 0
+    tables = _load(tmp_path, "tables")
+    assert tables["parameters"]["added_latency"].startswith("40 ms per txlake PUT/DELETE, 5 ms per GET/HEAD/LIST")
+    assert "not comparable" in tables["parameters"]["ratios_to_delta_rs"]
+    for row in tables["rows"]:
+        assert row["params"]["txlake_commit_phase_ms"] >= 3 * 40
+
+
+@pytest.mark.parametrize("bad", [["-1", "10"], ["20", "nan"], ["20"]])
+def test_added_latency_rejects_bad_values(tmp_path: Path, bad: list[str]) -> None:
+    assert main(["bench", "commit", "--no-s3", "--added-latency", *bad, "--out", str(tmp_path)]) == 2
+    assert not tmp_path.joinpath("commit-single.json").exists()
 
 
 def test_commit_bench_parts_are_selectable(tmp_path: Path) -> None:

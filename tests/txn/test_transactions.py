@@ -297,3 +297,43 @@ def test_timestamp_ntz_table_is_readable_by_deltars(tmp_path: object) -> None:
         tx.append("n.t", pa.table({"id": [1], "at": pa.array([0], pa.timestamp("us"))}))
     dt = deltalake.DeltaTable(lake.table_location("n.t"))
     assert "timestampNtz" in (dt.protocol().writer_features or [])
+
+
+def test_a_committer_reads_none_of_the_delta_commits_it_wrote(lake: txlake.Lakehouse) -> None:
+    """A committed version's Delta commits are its record's changes: the claimer caches them as the members do.
+    Its commit phase makes one HEAD and one PUT per table (and the record and outcome PUTs), no GET; its next
+    transaction on those tables reads none of them either."""
+    from txlake.bench.commit import RequestRecorder
+    from txlake.storage import FaultInjector
+
+    names = [f"k.t{i}" for i in range(4)]
+    with lake.transaction() as tx:
+        for name in names:
+            tx.create_table(name, ACCOUNTS)
+    seen = []
+    for round_ in range(3):
+        with lake.transaction() as tx:
+            for i, name in enumerate(names):
+                tx.append(name, accounts([10 * round_ + i], [round_]))
+            recorder = RequestRecorder()
+            lake.store.faults = recorder  # the commit phase only
+        lake.store.faults = FaultInjector()
+        seen.append(recorder.take())
+    for counts in seen:
+        assert counts[("GET", "delta commit")] == 0, counts
+        assert counts[("HEAD", "delta commit")] == len(names)
+        assert counts[("PUT", "delta commit")] == len(names)
+        assert counts[("PUT", "global record")] == counts[("PUT", "global outcome")] == 1
+    recorder = RequestRecorder()
+    lake.store.faults = recorder
+    with lake.transaction() as tx:  # a whole transaction: BEGIN, statements and commit
+        for name in names:
+            tx.append(name, accounts([99], [9]))
+    lake.store.faults = FaultInjector()
+    assert recorder.take()[("GET", "delta commit")] == 0
+    fresh = txlake.connect(lake.uri, lake.store.storage_options)
+    for i, name in enumerate(names):
+        assert rows(fresh.snapshot().read_arrow(name)) == [(i, 0), (10 + i, 1), (20 + i, 2), (99, 9)]
+        cached, loaded = lake.snapshot().delta_snapshot(name), fresh.snapshot().delta_snapshot(name)
+        assert cached.version == loaded.version and cached.files == loaded.files  # the cache is the log
+        assert rows(lake.snapshot().read_arrow(name)) == rows(fresh.snapshot().read_arrow(name))

@@ -27,6 +27,13 @@ def positive_float(text: str) -> float:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def add_s3_options(parser: argparse.ArgumentParser, *, both: bool = False) -> None:
     """``--s3-endpoint``/``--s3-bucket``/``--storage-option``: an existing S3 server instead of SeaweedFS
     (``both``: the options reach delta-rs, the baseline, too)."""

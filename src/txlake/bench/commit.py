@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -50,7 +50,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import add_s3_options, key_value, positive, positive_float
+from txlake.bench.args import add_s3_options, key_value, non_negative_float, positive, positive_float
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
@@ -66,6 +66,7 @@ PARTS: tuple[Part, ...] = ("single", "tables", "throughput", "hot")
 DEFAULT_TABLES = (1, 2, 4, 8, 16, 32)
 DEFAULT_WRITERS = (1, 2, 4, 8)
 SINGLE_TARGET_RATIO = 1.3
+TABLES_TARGET_RATIO = 3.0  # commit phase of the largest k against k = 1
 THROUGHPUT_TARGET = 100.0  # committed transactions/s on file://
 KINDS: tuple[RequestKind, ...] = ("GET", "HEAD", "LIST", "PUT", "DELETE")
 SCHEMA = pa.schema([("id", pa.int64()), ("value", pa.float64()), ("name", pa.string())])
@@ -95,6 +96,31 @@ class CommitBenchOptions:
     keep: bool = False
     group_commit: bool | None = None
     """The writers' ``connect(group_commit=...)``: ``None`` is txlake's default (on for S3, off for files)."""
+    added_latency: AddedLatency | None = None
+    """Latency added to every txlake request (not delta-rs's), emulating a remote object store."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddedLatency:
+    """Milliseconds a txlake request waits before it goes out: ``write_ms`` for PUT and DELETE, ``read_ms`` for
+    GET, HEAD and LIST. It emulates a remote object store's round trips on a local one (S3 answers a PUT in
+    20-50 ms, a GET in 10-20 ms). Each request waits in its own thread, so concurrent requests overlap as they
+    would on the network. delta-rs issues its requests from Rust, out of reach: its baselines are not delayed."""
+
+    write_ms: float
+    read_ms: float
+
+    def __post_init__(self) -> None:
+        if self.write_ms < 0 or self.read_ms < 0:
+            raise ValueError("added latency must be >= 0 ms")
+
+    def wait(self, kind: RequestKind) -> None:
+        ms = self.write_ms if kind in ("PUT", "DELETE") else self.read_ms
+        if ms:
+            time.sleep(ms / 1000)
+
+    def describe(self) -> str:
+        return f"{self.write_ms:g} ms per txlake PUT/DELETE, {self.read_ms:g} ms per GET/HEAD/LIST (delta-rs: none)"
 
 
 def make_rows(n: int) -> pa.Table:
@@ -300,6 +326,7 @@ def measure_single(backend: Backend, options: CommitBenchOptions, deltalake: Mod
     """Part 1: one-table append of ``options.rows`` rows, interleaved txlake / delta-rs samples."""
     lake = txlake.connect(backend.uri("single/lake"), backend.storage_options)
     lake.create_table("bench.single", SCHEMA)
+    lake.store.faults = RequestRecorder(latency=options.added_latency)
     plain = PlainTables.create(deltalake, backend, ["single/plain"])
     data = make_rows(options.rows)
     ours: list[TxnSample] = []
@@ -333,6 +360,7 @@ def measure_tables(
     with lake.transaction() as tx:
         for name in names:
             tx.create_table(name, SCHEMA)
+    lake.store.faults = RequestRecorder(latency=options.added_latency)
     plain = PlainTables.create(deltalake, backend, [f"tables/plain/t{i:02d}" for i in range(most)])
     data = make_rows(options.table_rows)
     rows: list[BenchRow] = []
@@ -358,10 +386,29 @@ def measure_tables(
         }
         rows.append(BenchRow.from_samples(f"{backend.name} k={k}", [s.total_ms for s in ours], theirs, params))
         console.log(f"[{backend.name}] k={k}: {rows[-1].txlake:.1f} ms vs {rows[-1].baseline:.1f} ms")
+    rows = _compare_commit_phases(rows)
     # table i got one append per sample of every k > i
     appended = [sum(options.repeat + 1 for k in options.tables if k > i) for i in range(most)]
     _check_versions(lake, dict(zip(names, appended, strict=True)), deltalake, plain, appended, backend)
     return rows
+
+
+def _compare_commit_phases(rows: Sequence[BenchRow]) -> list[BenchRow]:
+    """``rows`` with each k's commit phase against k = 1's (``commit_phase_vs_k1``) and the largest k's against
+    :data:`TABLES_TARGET_RATIO` (``meets_target``); unchanged when k = 1 was not measured."""
+    one = next((r for r in rows if r.params["k"] == 1), None)
+    if one is None:
+        return list(rows)
+    base = float(one.params["txlake_commit_phase_ms"])
+    most = max(int(r.params["k"]) for r in rows)
+    out = []
+    for row in rows:
+        ratio = float(row.params["txlake_commit_phase_ms"]) / base if base > 0 else float("inf")
+        extra: dict[str, Any] = {"commit_phase_vs_k1": ratio}
+        if row.params["k"] == most and most > 1:
+            extra |= {"target_commit_phase_vs_k1": TABLES_TARGET_RATIO, "meets_target": ratio <= TABLES_TARGET_RATIO}
+        out.append(replace(row, params={**row.params, **extra}))
+    return out
 
 
 def _check_versions(
@@ -400,6 +447,7 @@ class WriterTask:
     rows: int
     seconds: float
     group_commit: bool | None = None
+    added_latency: AddedLatency | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +487,7 @@ def writer_main(task: WriterTask, go: Any, results: Any) -> None:
     first_error: str | None = None
     elapsed = 0.0
     lake: Lakehouse | None = None
-    recorder = RequestRecorder()
+    recorder = RequestRecorder(latency=task.added_latency)
     try:
         deltalake = _import_deltalake() if task.system == "delta-rs" else None
         conflict_types: tuple[type[BaseException], ...] = (ConflictError,)
@@ -653,7 +701,17 @@ def measure_throughput(
         storage = dict(backend.storage_options)
         ours = run_writers(
             [
-                WriterTask("txlake", i, uri, storage, names[i], options.txn_rows, options.seconds, options.group_commit)
+                WriterTask(
+                    "txlake",
+                    i,
+                    uri,
+                    storage,
+                    names[i],
+                    options.txn_rows,
+                    options.seconds,
+                    options.group_commit,
+                    options.added_latency,
+                )
                 for i in range(n)
             ],
             options.seconds,
@@ -743,16 +801,19 @@ def classify(path: str) -> str:
 @dataclass
 class RequestRecorder(FaultInjector):
     """A fault injector without rules that counts the requests by kind and what they touched (``what(path)``:
-    :func:`classify` unless told otherwise)."""
+    :func:`classify` unless told otherwise), and delays each by ``latency`` when given."""
 
     seen: Counter[tuple[str, str]] = field(default_factory=Counter)
     what: Callable[[str], str] = classify
+    latency: AddedLatency | None = None
     _seen_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def before(self, kind: RequestKind, path: str) -> None:
         with self._seen_lock:
             self.seen[(kind, self.what(path))] += 1
         super().before(kind, path)
+        if self.latency is not None:
+            self.latency.wait(kind)
 
     def take(self) -> Counter[tuple[str, str]]:
         with self._seen_lock:
@@ -881,10 +942,13 @@ def _latency_table(title: str, rows: Sequence[BenchRow]) -> Table:
     for column in ("config", "txlake ms", "commit phase ms", "requests", "delta-rs uri ms", "delta-rs handle ms"):
         table.add_column(column, justify="left" if column == "config" else "right")
     table.add_column("txlake/handle", justify="right")
+    phases = any("commit_phase_vs_k1" in row.params for row in rows)
+    if phases:
+        table.add_column(f"commit phase / k=1 (target <= {TABLES_TARGET_RATIO:g}x at the largest k)", justify="right")
     for row in rows:
         p = row.params
         handle = float(p["baseline_handle_ms"])
-        table.add_row(
+        cells = [
             row.config,
             f"{row.txlake:.2f}",
             f"{p['txlake_commit_phase_ms']:.2f}",
@@ -892,7 +956,12 @@ def _latency_table(title: str, rows: Sequence[BenchRow]) -> Table:
             f"{row.baseline:.2f}",
             f"{handle:.2f}",
             f"{row.txlake / handle:.2f}x" if handle > 0 else "-",
-        )
+        ]
+        if phases:
+            met = p.get("meets_target")
+            mark = "" if met is None else (" [green]met[/green]" if met else " [red]missed[/red]")
+            cells.append(f"{p['commit_phase_vs_k1']:.2f}x{mark}" if "commit_phase_vs_k1" in p else "-")
+        table.add_row(*cells)
     return table
 
 
@@ -1007,6 +1076,9 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
         "delta_rs_storage_options": "the same AWS_* options as txlake"
         + (f", plus {sorted(options.delta_rs_options)}" if options.delta_rs_options else ""),
     }
+    if options.added_latency is not None:
+        common["added_latency"] = options.added_latency.describe()
+        common["ratios_to_delta_rs"] = "not comparable: only txlake's requests are delayed"
     reports = []
     if single:
         reports.append(
@@ -1105,6 +1177,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-repeat", type=positive, default=10, help="profiled transactions per scenario")
     parser.add_argument("--keep", action="store_true", help="keep the lakehouses and tables written")
     parser.add_argument(
+        "--added-latency",
+        type=non_negative_float,
+        nargs=2,
+        metavar=("WRITE_MS", "READ_MS"),
+        help="delay every txlake PUT/DELETE by WRITE_MS and GET/HEAD/LIST by READ_MS, emulating a remote object "
+        "store (S3: 20 10); delta-rs is not delayed, so its ratios are not comparable",
+    )
+    parser.add_argument(
         "--group-commit",
         choices=("auto", "on", "off"),
         default="auto",
@@ -1133,6 +1213,7 @@ def options_from_args(args: argparse.Namespace) -> CommitBenchOptions:
         profile_repeat=args.profile_repeat,
         keep=args.keep,
         group_commit={"auto": None, "on": True, "off": False}[args.group_commit],
+        added_latency=AddedLatency(*args.added_latency) if args.added_latency else None,
     )
 
 
@@ -1178,6 +1259,10 @@ def run(args: argparse.Namespace) -> int:
             requests_png = out / f"{report.name}-requests.png"
             plot_requests(report.rows, requests_png)
             console.print(f"wrote {requests_png}")
+    if args.added_latency:
+        latency = AddedLatency(*args.added_latency)
+        note = f"added latency: {latency.describe()}; the ratios to delta-rs are not comparable"
+        console.print(f"[yellow]{note}[/yellow]")
     if result.profiles:
         _print_profiles(result.profiles, console)
         profile_txt = out / f"{NAME}-profile.txt"

@@ -501,6 +501,7 @@ class Commit:
         if not published.outcome.committed:
             self._aborted(record, published)
         self._await_visible(record.version)
+        self.ctx.remember_commits(record, published.outcome)
         self._maintain(record.version, global_checkpoint=True)
         return CommitResult(
             record.version,
