@@ -13,7 +13,7 @@ import pytest
 
 from tests.services import SeaweedFS
 from txlake.bench import WORKLOADS
-from txlake.bench.commit import classify
+from txlake.bench.commit import AddedLatency, classify
 from txlake.cli.main import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -153,10 +153,16 @@ def test_added_latency_delays_every_txlake_request(tmp_path: Path) -> None:
         assert row["params"]["txlake_commit_phase_ms"] >= 3 * 40
 
 
-@pytest.mark.parametrize("bad", [["-1", "10"], ["20", "nan"], ["20"]])
+@pytest.mark.parametrize("bad", [["-1", "10"], ["20", "nan"], ["inf", "1"], ["1e300", "0"], ["20"]])
 def test_added_latency_rejects_bad_values(tmp_path: Path, bad: list[str]) -> None:
     assert main(["bench", "commit", "--no-s3", "--added-latency", *bad, "--out", str(tmp_path)]) == 2
     assert not tmp_path.joinpath("commit-single.json").exists()
+
+
+@pytest.mark.parametrize("bad", [(float("nan"), 0.0), (0.0, -1.0), (1e300, 0.0)])
+def test_added_latency_is_checked_when_built_directly(bad: tuple[float, float]) -> None:
+    with pytest.raises(ValueError, match="added latency"):
+        AddedLatency(*bad)
 
 
 def test_commit_bench_parts_are_selectable(tmp_path: Path) -> None:

@@ -87,6 +87,38 @@ def test_plain_writer_racing_publish_compatible(local_lake: txlake.Lakehouse) ->
     assert rows(lake.read_arrow("p.t")) == [(1, 10), (2, 20)]
 
 
+def test_publication_steps_over_many_plain_commits_with_one_snapshot_load(local_lake: txlake.Lakehouse) -> None:
+    """Plain commits landing between our claim and our Delta commit are each read and conflict-checked, but
+    the base snapshot (for our schema) is loaded once: a load per plain commit (a LIST and the log each time)
+    let a plain writer committing every 10 ms keep txlake writers publishing forever."""
+    from txlake.bench.commit import RequestRecorder
+    from txlake.delta.actions import CommitInfo, Txn
+
+    lake = local_lake
+    lake.create_table("p.t", ACCOUNTS)
+    log = txlake.connect(lake.uri).delta_log("p.t")  # another client: its requests are not counted below
+    plain = 30
+
+    def burst() -> None:
+        for i in range(plain):
+            log.write_commit(1 + i, [CommitInfo({"operation": "PLAIN"}), Txn("app", i, None)])
+
+    racer = TxlakeFaultHook(burst)
+    lake.store.faults.add(racer.rule("p/t/_delta_log/"))  # just before our Delta commit: after the claim
+    with lake.transaction() as tx:
+        tx.append("p.t", accounts([1], [10]))
+        recorder = RequestRecorder()
+        recorder.add(racer.rule("p/t/_delta_log/"))
+        lake.store.faults = recorder
+    assert racer.fired
+    assert tx.result is not None and list(tx.result.table_versions.values()) == [plain + 1]
+    seen = recorder.take()
+    assert seen[("GET", "delta commit")] >= plain  # each plain commit is read once, to be checked
+    assert seen[("LIST", "delta log listing")] <= 2, seen  # and the base snapshot loaded once, not 30 times
+    assert rows(lake.read_arrow("p.t")) == [(1, 10)]
+    assert lake.snapshot().table_version("p.t") == plain + 1
+
+
 def test_plain_writer_racing_publish_incompatible_is_compensated(local_lake: txlake.Lakehouse) -> None:
     """An incompatible plain commit during publication aborts the transaction; published tables are undone."""
     lake = local_lake

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+MAX_LATENCY_MS = 60_000.0
+
 
 def key_value(text: str) -> tuple[str, str]:
     """``KEY=VALUE`` -> (key, value)."""
@@ -27,10 +29,11 @@ def positive_float(text: str) -> float:
     return value
 
 
-def non_negative_float(text: str) -> float:
+def latency_ms(text: str) -> float:
+    """Milliseconds of added latency: a number from 0 to 60,000."""
     value = float(text)
-    if not value >= 0 or value == float("inf"):  # also rejects NaN
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    if not 0 <= value <= MAX_LATENCY_MS:  # also rejects NaN and infinity
+        raise argparse.ArgumentTypeError(f"expected milliseconds from 0 to {MAX_LATENCY_MS:,.0f}, got {text!r}")
     return value
 
 

@@ -50,7 +50,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import add_s3_options, key_value, non_negative_float, positive, positive_float
+from txlake.bench.args import MAX_LATENCY_MS, add_s3_options, key_value, latency_ms, positive, positive_float
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
@@ -111,8 +111,14 @@ class AddedLatency:
     read_ms: float
 
     def __post_init__(self) -> None:
-        if self.write_ms < 0 or self.read_ms < 0:
-            raise ValueError("added latency must be >= 0 ms")
+        if not (0 <= self.write_ms <= MAX_LATENCY_MS and 0 <= self.read_ms <= MAX_LATENCY_MS):  # NaN fails too
+            raise ValueError(
+                f"added latency must be 0 to {MAX_LATENCY_MS:,.0f} ms, got {self.write_ms}, {self.read_ms}"
+            )
+
+    @property
+    def any(self) -> bool:
+        return self.write_ms > 0 or self.read_ms > 0
 
     def wait(self, kind: RequestKind) -> None:
         ms = self.write_ms if kind in ("PUT", "DELETE") else self.read_ms
@@ -752,7 +758,7 @@ def measure_throughput(
             "baseline_errors": theirs.errors,
             "baseline_writers": [asdict(r) for r in theirs.results],
         }
-        if backend.name == "file":
+        if backend.name == "file" and options.added_latency is None:  # the target is of the bare local disk
             params["target_per_second"] = THROUGHPUT_TARGET
             params["meets_target"] = ours.per_second >= THROUGHPUT_TARGET and ours.conflicts == 0
         params["tables"] = "one table shared by every writer" if hot else "one table per writer"
@@ -1076,7 +1082,7 @@ def run_commit_bench(options: CommitBenchOptions, out_dir: Path, console: Consol
         "delta_rs_storage_options": "the same AWS_* options as txlake"
         + (f", plus {sorted(options.delta_rs_options)}" if options.delta_rs_options else ""),
     }
-    if options.added_latency is not None:
+    if options.added_latency is not None and options.added_latency.any:
         common["added_latency"] = options.added_latency.describe()
         common["ratios_to_delta_rs"] = "not comparable: only txlake's requests are delayed"
     reports = []
@@ -1178,7 +1184,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the lakehouses and tables written")
     parser.add_argument(
         "--added-latency",
-        type=non_negative_float,
+        type=latency_ms,
         nargs=2,
         metavar=("WRITE_MS", "READ_MS"),
         help="delay every txlake PUT/DELETE by WRITE_MS and GET/HEAD/LIST by READ_MS, emulating a remote object "
@@ -1259,8 +1265,7 @@ def run(args: argparse.Namespace) -> int:
             requests_png = out / f"{report.name}-requests.png"
             plot_requests(report.rows, requests_png)
             console.print(f"wrote {requests_png}")
-    if args.added_latency:
-        latency = AddedLatency(*args.added_latency)
+    if args.added_latency and (latency := AddedLatency(*args.added_latency)).any:
         note = f"added latency: {latency.describe()}; the ratios to delta-rs are not comparable"
         console.print(f"[yellow]{note}[/yellow]")
     if result.profiles:

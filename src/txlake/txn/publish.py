@@ -231,6 +231,8 @@ def _publish_table(
     def ours(m: dict[str, object] | None) -> bool:
         return m is not None and m.get("txn") == record.txid and not m.get("compensates")
 
+    pending: list[PendingChange] = []  # ours as a conflict check sees it: built once, at the first plain commit
+
     def foreign(version: int, existing: list[Action]) -> None:
         """Another commit in the table's log ahead of ours: an earlier claim's, or a plain writer's."""
         if _earlier_txlake(record, existing):
@@ -247,10 +249,11 @@ def _publish_table(
                 table=change.path,
                 version=version,
             )
-        pending = _pending(store, change, actions, log)
+        if not pending:  # a schema from the base snapshot: one load per publication, not per plain commit
+            pending.append(_pending(store, change, actions, log))
         summary = ChangeSummary.of(existing)
         check(
-            pending,
+            pending[0],
             summary,
             record.isolation,
             read_version=record.read_version,
