@@ -1242,7 +1242,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     console = console_for()
     try:
-        result = run_commit_bench(options_from_args(args), out)
+        options = options_from_args(args)
+        result = run_commit_bench(options, out)
     except ModuleNotFoundError as exc:
         if exc.name != "deltalake":
             raise
@@ -1265,8 +1266,8 @@ def run(args: argparse.Namespace) -> int:
             requests_png = out / f"{report.name}-requests.png"
             plot_requests(report.rows, requests_png)
             console.print(f"wrote {requests_png}")
-    if args.added_latency and (latency := AddedLatency(*args.added_latency)).any:
-        note = f"added latency: {latency.describe()}; the ratios to delta-rs are not comparable"
+    if options.added_latency is not None and options.added_latency.any:
+        note = f"added latency: {options.added_latency.describe()}; the ratios to delta-rs are not comparable"
         console.print(f"[yellow]{note}[/yellow]")
     if result.profiles:
         _print_profiles(result.profiles, console)

@@ -501,8 +501,7 @@ class Commit:
         if not published.outcome.committed:
             self._aborted(record, published)
         self._await_visible(record.version)
-        self.ctx.remember_commits(record, published.outcome)
-        self._maintain(record.version, global_checkpoint=True)
+        self._maintain(record, published.outcome, global_checkpoint=True)
         return CommitResult(
             record.version,
             self.tx.read_version,
@@ -764,16 +763,17 @@ class Commit:
                 winning_version=version,
             )
         self._await_visible(version)
-        self.ctx.remember_commits(winner, outcome)
-        self._maintain(version, global_checkpoint=False)  # the claimer writes the global checkpoint
+        self._maintain(winner, outcome, global_checkpoint=False)  # the claimer writes the global checkpoint
         return CommitResult(version, self.tx.read_version, self._versions(outcome), rebases=rebases)
 
-    def _maintain(self, version: int, *, global_checkpoint: bool) -> None:
-        """The checkpoints our committed ``version`` makes due on the tables we wrote (best effort)."""
+    def _maintain(self, record: GlobalRecord, outcome: Outcome, *, global_checkpoint: bool) -> None:
+        """After our committed version ``record`` (as claimer or member): cache its Delta commits (the snapshots
+        after it need no GET), then the checkpoints it makes due on the tables we wrote (best effort)."""
+        self.ctx.remember_commits(record, outcome)
         try:
-            self.ctx.after_commit(version, frozenset(self.tx._work), global_checkpoint=global_checkpoint)
+            self.ctx.after_commit(record.version, frozenset(self.tx._work), global_checkpoint=global_checkpoint)
         except Exception as exc:  # the commit stands whatever fails now (checkpoints come with later ones)
-            _log.warning("txlake: after committing global version %d: %s", version, exc)
+            _log.warning("txlake: after committing global version %d: %s", record.version, exc)
 
     def _await_visible(self, version: int) -> None:
         """Wait until the versions before ours are decided, so that a read right after commit() sees it.

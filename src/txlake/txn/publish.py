@@ -6,6 +6,7 @@ it, any number of times, and they all reach the same Delta versions and the same
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -231,7 +232,9 @@ def _publish_table(
     def ours(m: dict[str, object] | None) -> bool:
         return m is not None and m.get("txn") == record.txid and not m.get("compensates")
 
-    pending: list[PendingChange] = []  # ours as a conflict check sees it: built once, at the first plain commit
+    # ours as a conflict check sees it (its schema from the base snapshot): built at the first plain commit met,
+    # once per publication, not per plain commit
+    pending = functools.cache(functools.partial(_pending, store, change, actions, log))
 
     def foreign(version: int, existing: list[Action]) -> None:
         """Another commit in the table's log ahead of ours: an earlier claim's, or a plain writer's."""
@@ -249,11 +252,9 @@ def _publish_table(
                 table=change.path,
                 version=version,
             )
-        if not pending:  # a schema from the base snapshot: one load per publication, not per plain commit
-            pending.append(_pending(store, change, actions, log))
         summary = ChangeSummary.of(existing)
         check(
-            pending[0],
+            pending(),
             summary,
             record.isolation,
             read_version=record.read_version,
