@@ -137,3 +137,24 @@ def test_ycsb_bench_sweeps_batch_sizes(tmp_path: Path) -> None:
             assert m["check"] and m["updates"] % batch == 0 and m["updates"] > 0
             assert m["ratio_vs_rerun"] is not None
     assert (out / "ycsb-batch-ratio.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_ycsb_added_latency_delays_the_txlake_clients(tmp_path: Path) -> None:
+    """``--added-latency 40 0``: every update commits at least its data file and its record with a PUT each, one
+    after the other, so no committed update takes under 80 ms; the JSON names the latency."""
+    out = tmp_path / "results"
+    args = ["--clients", "1", *TINY[3:], "--modes", "redo", "--stores", "file", "--added-latency", "40", "0"]
+
+    rc = main(["bench", "ycsb", *args, "--out", str(out)])
+
+    assert rc == 0
+    doc = _load(out)
+    assert doc["parameters"]["added_latency"].startswith("40 ms per txlake PUT/DELETE, 0 ms per GET/HEAD/LIST")
+    redo = doc["rows"][0]["params"]["modes"]["redo"]
+    assert redo["updates"] > 0 and redo["check"]
+    assert redo["update_p50_ms"] >= 80
+
+
+@pytest.mark.parametrize("bad", [["-1", "0"], ["nan", "0"], ["0", "1e300"]])
+def test_ycsb_added_latency_rejects_bad_values(tmp_path: Path, bad: list[str]) -> None:
+    assert main(["bench", "ycsb", "--stores", "file", "--added-latency", *bad, "--out", str(tmp_path)]) == 2

@@ -51,12 +51,14 @@ def _ten_appends_and_an_update(lake: txlake.Lakehouse, **options: object) -> txl
 def test_only_the_conflicting_update_is_redone(any_store_uri: StoreLocation, isolation: str) -> None:
     lake = _lake(any_store_uri)
     control = _ten_appends_and_an_update(lake, isolation=isolation)  # the same shape, no conflict: its requests
+    control.wait_for_uploads()  # (the commit alone is measured)
     with lake.store.counters.measure() as plain:
         control.commit()
     tx = _ten_appends_and_an_update(lake, isolation=isolation)
     before = _staged(tx)
     with lake.transaction() as other:  # commits first: rewrites the file tx's update rewrote
         other.update("app.acct", {"v": "v + 10"}, "k = 1")
+    tx.wait_for_uploads()
     with lake.store.counters.measure() as redone:
         result = tx.commit()
     assert result.redone == 1
@@ -191,6 +193,7 @@ def test_only_the_statements_that_read_a_changed_file_run_again(any_store_uri: S
     before = _staged(tx)["app.big"]
     with lake.transaction() as other:
         other.update("app.big", {"v": "v + 10"}, "k = 26")  # the file of keys 20..29
+    tx.wait_for_uploads()  # (the commit alone is measured)
     with lake.store.counters.measure() as redo:
         result = tx.commit()
     assert result.redone == 1
@@ -201,6 +204,7 @@ def test_only_the_statements_that_read_a_changed_file_run_again(any_store_uri: S
     control = lake.transaction()  # the same commit without a conflict: one data file less
     for k in (5, 15, 25, 35, 45):
         control.update("app.big", {"v": "v + 1"}, f"k = {k}")
+    control.wait_for_uploads()
     with lake.store.counters.measure() as plain:
         control.commit()
     assert redo.counts.put - plain.counts.put == 1

@@ -109,6 +109,29 @@ def test_exception_in_block_aborts_and_cleans_up(lake: txlake.Lakehouse) -> None
         tx.append("s.t", accounts([1], [1]))
 
 
+def test_an_abort_deletes_its_staged_files_in_bulk(lake: txlake.Lakehouse) -> None:
+    """An aborted transaction deletes what it staged with one bulk DELETE per table, not one per file: on S3 each
+    request is a round trip, and a retried transaction waits for them (``lake.run`` aborts before it retries)."""
+    from txlake.bench.commit import RequestRecorder
+    from txlake.storage import FaultInjector
+
+    names = ["s.a", "s.b"]
+    for name in names:
+        lake.create_table(name, ACCOUNTS)
+    before = {m.path for m in lake.store.list("s")}
+    recorder = RequestRecorder()
+    with pytest.raises(RuntimeError), lake.transaction() as tx:
+        for i in range(10):
+            for name in names:
+                tx.append(name, accounts([i], [i]))
+        lake.store.faults = recorder  # from here: the abort
+        raise RuntimeError("boom")
+    lake.store.faults = FaultInjector()
+    assert tx.status == "aborted"
+    assert {m.path for m in lake.store.list("s")} == before  # all 20 staged files gone
+    assert recorder.take()[("DELETE", "data file")] == len(names)
+
+
 def test_finished_transaction_cannot_be_reused(lake: txlake.Lakehouse) -> None:
     lake.create_table("s.t", ACCOUNTS)
     tx = lake.transaction()

@@ -50,7 +50,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import MAX_LATENCY_MS, add_s3_options, key_value, latency_ms, positive, positive_float
+from txlake.bench.args import (
+    AddedLatency,
+    add_latency_option,
+    add_s3_options,
+    key_value,
+    positive,
+    positive_float,
+)
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
 from txlake.errors import ConflictError, TxlakeError
@@ -98,35 +105,6 @@ class CommitBenchOptions:
     """The writers' ``connect(group_commit=...)``: ``None`` is txlake's default (on for S3, off for files)."""
     added_latency: AddedLatency | None = None
     """Latency added to every txlake request (not delta-rs's), emulating a remote object store."""
-
-
-@dataclass(frozen=True, slots=True)
-class AddedLatency:
-    """Milliseconds a txlake request waits before it goes out: ``write_ms`` for PUT and DELETE, ``read_ms`` for
-    GET, HEAD and LIST. It emulates a remote object store's round trips on a local one (S3 answers a PUT in
-    20-50 ms, a GET in 10-20 ms). Each request waits in its own thread, so concurrent requests overlap as they
-    would on the network. delta-rs issues its requests from Rust, out of reach: its baselines are not delayed."""
-
-    write_ms: float
-    read_ms: float
-
-    def __post_init__(self) -> None:
-        if not (0 <= self.write_ms <= MAX_LATENCY_MS and 0 <= self.read_ms <= MAX_LATENCY_MS):  # NaN fails too
-            raise ValueError(
-                f"added latency must be 0 to {MAX_LATENCY_MS:,.0f} ms, got {self.write_ms}, {self.read_ms}"
-            )
-
-    @property
-    def any(self) -> bool:
-        return self.write_ms > 0 or self.read_ms > 0
-
-    def wait(self, kind: RequestKind) -> None:
-        ms = self.write_ms if kind in ("PUT", "DELETE") else self.read_ms
-        if ms:
-            time.sleep(ms / 1000)
-
-    def describe(self) -> str:
-        return f"{self.write_ms:g} ms per txlake PUT/DELETE, {self.read_ms:g} ms per GET/HEAD/LIST (delta-rs: none)"
 
 
 def make_rows(n: int) -> pa.Table:
@@ -261,6 +239,7 @@ def txlake_append(lake: Lakehouse, batches: Mapping[str, pa.Table], *, collect: 
     with lake.transaction() as tx:
         for name, data in batches.items():
             tx.append(name, data)
+        tx.wait_for_uploads()  # the data files are stored: the commit phase is the commit alone
         staged = time.perf_counter()
         staged_counts = counters.snapshot()
     end = time.perf_counter()
@@ -1182,14 +1161,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="also cProfile the file:// commits (writes .prof/.txt)")
     parser.add_argument("--profile-repeat", type=positive, default=10, help="profiled transactions per scenario")
     parser.add_argument("--keep", action="store_true", help="keep the lakehouses and tables written")
-    parser.add_argument(
-        "--added-latency",
-        type=latency_ms,
-        nargs=2,
-        metavar=("WRITE_MS", "READ_MS"),
-        help="delay every txlake PUT/DELETE by WRITE_MS and GET/HEAD/LIST by READ_MS, emulating a remote object "
-        "store (S3: 20 10); delta-rs is not delayed, so its ratios are not comparable",
-    )
+    add_latency_option(parser)
     parser.add_argument(
         "--group-commit",
         choices=("auto", "on", "off"),

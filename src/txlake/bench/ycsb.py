@@ -73,7 +73,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import txlake
-from txlake.bench.args import add_s3_options, positive, positive_float
+from txlake.bench.args import AddedLatency, add_latency_option, add_s3_options, positive, positive_float
 from txlake.bench.commit import delete_prefix
 from txlake.bench.report import BenchReport, BenchRow, print_report, write_report
 from txlake.cli.output import console_for
@@ -143,6 +143,8 @@ class YcsbOptions:
     """An existing S3 server to use instead of starting SeaweedFS (with ``s3_bucket``, ``storage_options``)."""
     s3_bucket: str = "txlake-bench"
     storage_options: Mapping[str, str] = field(default_factory=dict)
+    added_latency: AddedLatency | None = None
+    """Latency added to every request of the txlake clients (not delta-rs's), emulating a remote object store."""
 
 
 # ------------------------------------------------------------------------------------------------ the data
@@ -299,6 +301,7 @@ class ClientTask:
     seconds: float
     seed: int
     batch: int = 1
+    added_latency: AddedLatency | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +349,8 @@ class _TxlakeClient:
     def __init__(self, task: ClientTask) -> None:
         reserved = task.mode == "redo-reserved"  # explicit in both modes: connect's default depends on the store
         self.lake = txlake.connect(task.uri, task.storage_options, create=False, reservations=reserved)
+        if task.added_latency is not None:
+            task.added_latency.install(self.lake.store.faults)
         self.mode = task.mode
         self.tables = task.tables
 
@@ -744,6 +749,7 @@ def run_mode(
             options.seconds,
             options.seed * 1000 + i,  # each client its own stream; the same streams in every mode
             batch,
+            options.added_latency,
         )
         for i in range(clients)
     ]
@@ -806,6 +812,11 @@ def run_ycsb_bench(options: YcsbOptions, console: Console | None = None) -> Benc
             "batch": options.batch[0] if len(options.batch) == 1 else list(options.batch),
             "row_bytes": 8 + len(FIELDS) * FIELD_BYTES + 8,
             "seed": options.seed,
+            **(
+                {"added_latency": options.added_latency.describe()}
+                if options.added_latency is not None and options.added_latency.any
+                else {}
+            ),
             "workload": "YCSB A: readproportion 0.5, updateproportion 0.5, scrambled zipfian 0.99, 2 tables",
             "read": "lake.snapshot(), read_arrow(t, where='key = k') on each table (delta-rs: QueryBuilder SQL)",
             "update": "one transaction of `batch` YCSB update(s): tx.update(t, {field0: new 100 bytes, "
@@ -982,6 +993,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of the data and the clients' key streams")
     parser.add_argument("--keep", action="store_true", help="keep the tables written")
+    add_latency_option(parser)
     add_s3_options(parser)
 
 
@@ -999,6 +1011,7 @@ def options_from_args(args: argparse.Namespace) -> YcsbOptions:
         s3_endpoint=args.s3_endpoint,
         s3_bucket=args.s3_bucket,
         storage_options=dict(args.storage_option),
+        added_latency=AddedLatency(*args.added_latency) if args.added_latency else None,
     )
 
 
@@ -1017,6 +1030,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print_report(report, console)
     console.print(detail_table(report))
+    if "added_latency" in report.parameters:
+        console.print(f"added latency: {report.parameters['added_latency']}; delta-rs's numbers are not comparable")
     json_path, png_path = write_report(out, report)
     modes_png = out / f"{NAME}-modes.png"
     plot_modes(report, modes_png)

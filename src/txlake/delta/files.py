@@ -7,7 +7,7 @@ import json
 import math
 import posixpath
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -353,8 +353,11 @@ def write_data_files(
     txid: str | None = None,
     target_rows: int = 1_000_000,
     table: str | None = None,
+    put: Callable[[str, bytes], None] | None = None,
 ) -> list[Add]:
-    """Write ``data`` (already conformed to the table schema) as Parquet files; return their add actions."""
+    """Write ``data`` (already conformed to the table schema) as Parquet files; return their add actions.
+
+    ``put(key, payload)`` sends each file instead of ``store.put`` (a transaction's write-behind uploads)."""
     check_data_columns(data, partition_columns, table=table or table_path)
     adds = []
     for values, part in split_by_partition(data, partition_columns):
@@ -366,7 +369,7 @@ def write_data_files(
             pdir = partition_dir(list(values), values)
             if pdir:
                 rel = f"{pdir}/{rel}"
-            adds.append(write_one_file(store, table_path, rel, chunk, values))
+            adds.append(write_one_file(store, table_path, rel, chunk, values, put=put))
     return adds
 
 
@@ -388,7 +391,13 @@ def check_data_columns(data: pa.Table, partition_columns: Sequence[str], *, tabl
 
 
 def write_one_file(
-    store: ObjectStore, table_path: str, relative: str, data: pa.Table, partition_values: Mapping[str, str | None]
+    store: ObjectStore,
+    table_path: str,
+    relative: str,
+    data: pa.Table,
+    partition_values: Mapping[str, str | None],
+    *,
+    put: Callable[[str, bytes], None] | None = None,
 ) -> Add:
     """Write one Parquet file at ``relative`` below the table and describe it as an add action.
 
@@ -401,7 +410,7 @@ def write_one_file(
     pq.write_table(data, buf, compression="snappy", version="2.6")
     payload = buf.getvalue()
     full = f"{table_path}/{relative}" if table_path else relative
-    store.put(full, payload)
+    (put or store.put)(full, payload)
     return Add(
         path=encode_path(relative),
         partition_values=dict(partition_values),

@@ -416,6 +416,9 @@ class Commit:
         """Validate (redoing a table's statements when that resolves a data conflict), claim the next global
         version, publish, decide; after a lost claim, validate again against the newer view."""
         while True:
+            # the record names our data files: every one must be there before we validate and claim (a redo
+            # just wrote some; see storage/uploads.py)
+            self.tx._uploads.flush()
             view = self.view
             claimed = view.claimed_state()
             try:

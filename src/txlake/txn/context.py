@@ -17,6 +17,7 @@ from txlake.lakehouse.log import GlobalLog, LogView
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectMeta, ObjectStore
+from txlake.storage.uploads import UploadPool
 from txlake.txn import group
 from txlake.txn.engine import DataEngine, NoDataEngineError
 from txlake.txn.intents import stale_markers
@@ -66,6 +67,8 @@ class LakeContext:
     """``time.monotonic()`` from which this client looks at the reservations again even when not racing."""
     reservations_seen_until: float = 0.0
     """``time.monotonic()`` until which this client looks before every claim: it saw others' reservations."""
+    uploads: UploadPool = field(default_factory=UploadPool, repr=False)
+    """The threads that upload transactions' data files in the background (:mod:`txlake.storage.uploads`)."""
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
 
     @property

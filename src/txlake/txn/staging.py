@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
@@ -30,6 +31,7 @@ from txlake.errors import AppendOnlyTableError, PredicateError, SchemaMismatchEr
 from txlake.expr import BoundPredicate, FileStats, parse_predicate
 from txlake.lakehouse.records import ReadSet, TableEntry
 from txlake.storage import ObjectStore
+from txlake.storage.uploads import Uploads
 
 if TYPE_CHECKING:
     from txlake.txn.sublog import TableEffect
@@ -73,6 +75,9 @@ class TableWork:
     owns_files: Callable[[], bool] | None = None
     """Whether this client may still delete the files it staged: ``False`` once its lease may have been taken
     over (``resume``): they are then the new holder's, and nothing is deleted here."""
+    uploads: Uploads | None = None
+    """The transaction's write-behind uploads (:mod:`txlake.storage.uploads`): data files go out in the
+    background; ``None`` writes each file before the statement returns."""
 
     # ------------------------------------------------------------------------------------------- view
 
@@ -121,7 +126,22 @@ class TableWork:
         base = [a for a in matching if a.path not in self.removed] if self.removed else matching
         return base + [a for a in self.added.values() if predicate.may_match(FileStats.from_add(a, schema, parts))]
 
+    def _await(self, files: Iterable[Add]) -> None:
+        """Before reading ``files``: wait for the uploads when one of them is a file this transaction wrote (and
+        raise if an upload failed). Reading only others' files waits for nothing."""
+        if self.uploads is not None and any(a.path in self.added or a.path in self.dropped for a in files):
+            self.uploads.flush()
+
+    def _settle_uploads(self) -> None:
+        """Before deleting files this transaction wrote: let every upload in flight land or fail first."""
+        if self.uploads is not None:
+            self.uploads.settle()
+
+    def _put(self) -> Callable[[str, bytes], None] | None:
+        return None if self.uploads is None else functools.partial(self.uploads.put, self.store)
+
     def _read(self, files: Sequence[Add], columns: Sequence[str] | None = None) -> pa.Table:
+        self._await(files)
         return read_files(
             self.store,
             self.entry.path,
@@ -192,6 +212,7 @@ class TableWork:
             partition_columns=self.partition_columns,
             txid=self.txid,
             table=self.entry.name,
+            put=self._put(),
         )
         return list(adds)
 
@@ -294,6 +315,7 @@ class TableWork:
                         partition_columns=self.partition_columns,
                         txid=self.txid,
                         table=self.entry.name,
+                        put=self._put(),
                     )
                 )
                 rewritten.extend(bin_)
@@ -346,9 +368,7 @@ class TableWork:
 
     def delete_unstaged(self, adds: Iterable[Add]) -> None:
         """Delete written files that will not be staged (a statement failed after its engine wrote them)."""
-        for add in adds:
-            if add.path not in self.added:
-                self._delete_own(add)
+        self._delete_own([a for a in adds if a.path not in self.added])
 
     def record_dml(self, where: str | None, files: Iterable[Add]) -> None:
         self.only_appends = False
@@ -438,6 +458,7 @@ class TableWork:
         ``transform`` (``alter_table(widen=)``)."""
         files = self.live_files()
         self.record_dml(None, files)
+        self._await(files)
         for add in files:
             rows = read_file(self.store, self.entry.path, add, schema, self.partition_columns, table=self.entry.name)
             new_rows, _ = transform(rows, None)
@@ -445,6 +466,7 @@ class TableWork:
 
     def read_one(self, add: Add) -> pa.Table:
         """All rows of one live file."""
+        self._await([add])
         return read_file(self.store, self.entry.path, add, self.schema, self.partition_columns, table=self.entry.name)
 
     def replace_file(self, add: Add, rows: pa.Table) -> None:
@@ -494,26 +516,22 @@ class TableWork:
     def discard(self, *, keep: Collection[str] = ()) -> None:
         """Delete every data and deletion-vector file this transaction wrote to the table (it was never published),
         except the paths in ``keep`` (a resumed append's data, staged again by its redo)."""
+        self._settle_uploads()
         if self.owns_files is not None and not self.owns_files():
             self.added.clear()
             self.dropped.clear()
             self.dv_files.clear()
             return
-        for add in [*self.added.values(), *self.dropped.values()]:
-            if add.path not in keep:
-                self._delete_own(add)
+        self._delete_own([a for a in [*self.added.values(), *self.dropped.values()] if a.path not in keep])
         self.added.clear()
         self.dropped.clear()
-        for key in self.dv_files:
-            self.store.delete(key)
+        self.store.delete_many(self.dv_files)
         self.dv_files.clear()
 
     def forget(self, keep: Collection[str]) -> None:
         """Delete the files this transaction wrote here except ``keep`` (a redo rebuilt the table's state in
         another :class:`TableWork`, which stages ``keep``)."""
-        for add in [*self.added.values(), *self.dropped.values()]:
-            if add.path not in keep:
-                self._delete_own(add)
+        self._delete_own([a for a in [*self.added.values(), *self.dropped.values()] if a.path not in keep])
         self.added.clear()
         self.dropped.clear()
 
@@ -553,17 +571,15 @@ class TableWork:
         del self.dv_files[mark.dv_files :]
         del self.read_keys[mark.read_keys :]
         self.new_metadata, self.created_metadata = mark.new_metadata, mark.created_metadata
-        for add in written:
-            self._delete_own(add)
+        self._settle_uploads()
+        self._delete_own(written)
         if self.owns_files is None or self.owns_files():
-            for key in dv_files:
-                self.store.delete(key)
+            self.store.delete_many(dv_files)
 
     def release_dropped(self) -> None:
         """Delete the files this transaction wrote and replaced again (none of them was ever published)."""
         dropped, self.dropped = list(self.dropped.values()), {}
-        for add in dropped:
-            self._delete_own(add)
+        self._delete_own(dropped)
 
     def apply_effect(self, effect: TableEffect) -> None:
         """Stage a statement's recorded effect again without running it (a redo keeps the statement): its
@@ -583,15 +599,20 @@ class TableWork:
         self.only_appends = self.only_appends and effect.only_appends
         self.dv_files.extend(effect.dv_files)
 
-    def _delete_own(self, add: Add) -> None:
-        """Delete a data file this transaction wrote. Only such a file: its name carries the txid (``part-<txid>-``);
-        any other (a clone's borrowed file, a plain writer's) is another table's or version's, and stays."""
-        if self.owns_files is not None and not self.owns_files():
+    def _delete_own(self, adds: Collection[Add]) -> None:
+        """Delete data files this transaction wrote, in bulk (S3: one request per 1,000). Only such files: their
+        names carry the txid (``part-<txid>-``); any other (a clone's borrowed file, a plain writer's) is another
+        table's or version's, and stays."""
+        if not adds or (self.owns_files is not None and not self.owns_files()):
             return
-        if not decode_path(add.path).rsplit("/", 1)[-1].startswith(f"part-{self.txid}-"):
-            return
-        store, key = resolve_file(self.store, self.entry.path, add.path)
-        store.delete(key)
+        self._settle_uploads()  # none may land after its delete
+        keys: dict[str, tuple[ObjectStore, list[str]]] = {}
+        for add in adds:
+            if decode_path(add.path).rsplit("/", 1)[-1].startswith(f"part-{self.txid}-"):
+                store, key = resolve_file(self.store, self.entry.path, add.path)
+                keys.setdefault(store.uri, (store, []))[1].append(key)
+        for store, batch in keys.values():
+            store.delete_many(batch)
 
 
 @dataclass(frozen=True, slots=True)

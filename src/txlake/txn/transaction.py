@@ -70,6 +70,7 @@ from txlake.lakehouse.records import (
     apply_catalog,
 )
 from txlake.storage import ObjectStore
+from txlake.storage.uploads import Uploads
 from txlake.txn.commit import Commit, CommitResult, Validation, joining_tables, pending_change, withdraw
 from txlake.txn.conflicts import IsolationPolicy
 from txlake.txn.engine import DataEngine, MergeSpec, ScanSpec, TableLocation, WriteSpec
@@ -123,6 +124,7 @@ def _statement(method: F) -> F:
 
     @functools.wraps(method)
     def run(self: Transaction, name: str, *args: Any, **kwargs: Any) -> Any:
+        self._uploads.check()  # an earlier statement's file failed to upload: the transaction cannot commit
         before = self._staged_paths(name)
         state = self._staged_state(name) if not self._replaying else None
         mark = self._mark(name)
@@ -232,6 +234,9 @@ class Transaction:
         self._view: LakehouseState = self._start
         self._ops: list[CatalogOp] = []
         self._work: dict[str, TableWork] = {}
+        # data files go out in the background while the next statement runs (storage/uploads.py); waited for
+        # before anything may name them (sublog, intent, claim, a Spark job) and before any is deleted
+        self._uploads = Uploads(ctx.uploads)
         self._adopt: set[str] = set()
         self._unadopted: set[str] = set()  # tables whose unadopted plain-writer commits this one conflicted with
         self._claimed: int | None = None  # the global version this transaction claimed (or may have claimed)
@@ -288,10 +293,12 @@ class Transaction:
             self.commit()
         elif issubclass(exc_type, Exception):
             self.abort()
-        elif self._intents is not None and self._lease is not None:
-            # an interrupt: leave the markers as a crash would, but stop renewing the lease, so that they expire
-            # with it even if this process goes on
-            self._ctx.heartbeat.release(self._lease, delete=False)
+        else:
+            self._uploads.settle()  # (none lands after we are gone)
+            if self._intents is not None and self._lease is not None:
+                # an interrupt: leave the markers as a crash would, but stop renewing the lease, so that they
+                # expire with it even if this process goes on
+                self._ctx.heartbeat.release(self._lease, delete=False)
         # BaseException (KeyboardInterrupt, a simulated crash): leave everything as a crash would
 
     def _hold_lease(self, **info: Any) -> LeaseHandle:
@@ -378,7 +385,9 @@ class Transaction:
                 snapshot = self._ctx.snapshots.get(entry, version)
             elif entry.id in joining_tables(self._ops):  # an existing Delta table joining the catalog here
                 snapshot = self._ctx.snapshots.get(entry, self._view.table_versions[entry.id])
-            work = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
+            work = TableWork(
+                entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files, uploads=self._uploads
+            )
             self._work[entry.id] = work
         return work
 
@@ -544,6 +553,7 @@ class Transaction:
             self._ctx.store,
             self.txid,
             owns_files=self._owns_files,
+            uploads=self._uploads,
             created_metadata=metadata,
             created_protocol=with_deletion_vectors(
                 protocol_for_new_table(metadata.schema_string, metadata.configuration), metadata.configuration
@@ -982,6 +992,9 @@ class Transaction:
     # ----------------------------------------------------------------------------------------- writes
 
     def _location(self, work: TableWork) -> TableLocation:
+        """Where the data engine finds ``work``'s table; the files this transaction staged are all uploaded (its
+        jobs may read them)."""
+        self._uploads.flush()
         return TableLocation.of(self._ctx.store, work.entry, work.metadata)
 
     def _engine_for(self, data: object) -> DataEngine:
@@ -1249,6 +1262,16 @@ class Transaction:
     def writes(self) -> bool:
         return bool(self._ops) or bool(self._adopt) or any(w.writes for w in self._work.values())
 
+    def wait_for_uploads(self) -> None:
+        """Block until every data file this transaction's statements wrote is stored.
+
+        Statements return before their files' PUTs end (write-behind, see ``docs/protocol.md``); :meth:`commit`
+        waits for them itself. Raises the error of an upload that failed: the transaction cannot commit then,
+        and every later statement and :meth:`commit` raise it too.
+        """
+        self._ensure_active()
+        self._uploads.flush()
+
     def commit(self) -> CommitResult:
         """Validate, claim the next global version, publish, decide.
 
@@ -1312,7 +1335,7 @@ class Transaction:
         concurrent commits, or written differently by a statement run again) may hold a row its conditions
         match. Running a statement again is always correct; keeping one saves its reads and writes.
         """
-        new = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files)
+        new = TableWork(entry, snapshot, self._ctx.store, self.txid, owns_files=self._owns_files, uploads=self._uploads)
         changes = changed_files(work.snapshot, snapshot) if keepable(work, snapshot, statements) else None
         if changes is None:
             # a resumed append's data is in its staged files: they are staged again, not deleted
@@ -1408,6 +1431,7 @@ class Transaction:
 
     def _write_sublog(self) -> None:
         """Hold the lease (others can then tell this transaction alive) and write the sublog's new entries."""
+        self._uploads.flush()  # the entries name the staged files: they must be there for a resumer
         self._hold_lease(sublog=True)
         resumable = not self._ops and not self._adopt and all(w.created_metadata is None for w in self._work.values())
         self._sublog.flush(self._work.values(), read_data=self._read_data, resumable=resumable)
