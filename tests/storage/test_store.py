@@ -149,6 +149,16 @@ def test_delete_removes_and_missing_is_fine(store: ObjectStore) -> None:
 # ----------------------------------------------------------------------------------------- put_if_absent
 
 
+def test_delete_many_deletes_every_key_though_one_is_missing(store: ObjectStore) -> None:
+    """A missing key anywhere in the batch (the first here) deletes the rest all the same: on local disk the bulk
+    delete stops at it, so the rest go one by one."""
+    keys = [f"w/p={i}/f{i}.parquet" for i in range(40)]
+    for key in keys:
+        store.put(key, b"x")
+    store.delete_many(["w/missing.parquet", *keys])
+    assert store.list("w") == []
+
+
 def test_put_if_absent_creates_once_then_refuses(store: ObjectStore) -> None:
     store.put_if_absent("log/00000000000000000000.json", b"first")
     with pytest.raises(ObjectAlreadyExistsError) as info:

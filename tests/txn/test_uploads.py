@@ -4,16 +4,23 @@ anything, and a failed upload fails the transaction (nothing of it ever appears,
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import txlake
 from tests.interop.deltars import TableLocation, deltars_read_datafusion
 from tests.interop.deltars import rows as canonical_rows
 from tests.txn.conftest import ACCOUNTS, accounts, rows
-from txlake.errors import InjectedFaultError
+from txlake.errors import InjectedFaultError, TransactionError
 from txlake.storage import FaultInjector, FaultRule, ObjectStore
 from txlake.storage.uploads import UploadPool, Uploads
 
@@ -128,7 +135,95 @@ def test_after_a_failed_upload_every_statement_fails(lake: txlake.Lakehouse) -> 
     assert lake.read_arrow("w.t").num_rows == 0
 
 
+def test_a_statement_failing_on_an_earlier_upload_leaves_none_of_its_files(lake: txlake.Lakehouse) -> None:
+    """The first statement's upload fails after 0.3 s; the second statement (100 partitions, a file each) is
+    still sending when its next PUT learns of it and raises: the files it had sent land, and are deleted with
+    the transaction -- they were never staged, so only the transaction's record of what it sent finds them."""
+    lake.create_table("w.p", pa.schema([("id", pa.int64()), ("p", pa.int64())]), partition_by=["p"])
+    before = _files(lake, "w/p")
+    first = threading.Event()
+
+    def hook() -> None:
+        if not first.is_set():
+            first.set()
+            time.sleep(0.3)
+            raise InjectedFaultError("the first upload fails late", path="w/p", kind="PUT")
+        time.sleep(0.05)
+
+    lake.store.faults.add(FaultRule("PUT", 1, "hook", path_contains=DATA, times=10**6, hook=hook))
+    with pytest.raises(InjectedFaultError), lake.transaction() as tx:
+        tx.append("w.p", pa.table({"id": pa.array([0], pa.int64()), "p": pa.array([0], pa.int64())}))
+        ids = pa.array(range(100), pa.int64())
+        tx.append("w.p", pa.table({"id": ids, "p": pa.compute.add(ids, 1)}))
+    lake.store.faults = FaultInjector()
+    assert tx.status == "aborted"
+    assert _files(lake, "w/p") == before
+    assert lake.read_arrow("w.p").num_rows == 0
+
+
+def test_a_write_in_an_atexit_handler_commits(tmp_path: Path) -> None:
+    """The upload threads are daemons with their own queue: a commit while the interpreter shuts down works (a
+    ``ThreadPoolExecutor`` refuses work then)."""
+    script = textwrap.dedent(
+        f"""
+        import atexit
+        import pyarrow as pa
+        import txlake
+
+        lake = txlake.connect({tmp_path.as_uri()!r})
+        lake.create_table("w.t", "id bigint")
+
+        @atexit.register
+        def last_words():
+            with lake.transaction() as tx:
+                tx.append("w.t", pa.table({{"id": pa.array([7], pa.int64())}}))
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert txlake.connect(tmp_path.as_uri()).read_arrow("w.t")["id"].to_pylist() == [7]
+
+
 # --------------------------------------------------------------------------------------- Uploads itself
+
+
+def test_the_pool_serves_transactions_in_turn(tmp_path: object) -> None:
+    """One thread, a transaction with five uploads queued behind a held one, then another transaction's single
+    upload: it goes second or third, not last (a transaction of one file never waits behind another's
+    hundred)."""
+    pool = UploadPool(1)
+    held = threading.Event()
+    order: list[str] = []
+
+    def upload(name: str) -> Callable[[], None]:
+        def run() -> None:
+            if name == "a0":
+                assert held.wait(WAIT)
+            order.append(name)
+
+        return run
+
+    futures: list[Future[None]] = [pool.submit(1, upload(f"a{i}")) for i in range(6)]
+    futures.append(pool.submit(2, upload("b0")))
+    held.set()
+    for future in futures:
+        future.result(WAIT)
+    # a0 first (held), then b0 at once or after a1 (the thread may have taken a0 before a1 was queued, or after)
+    assert order[0] == "a0" and order.index("b0") <= 2
+    assert sorted(order) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0"]
+
+
+def test_uploads_in_flight_at_a_fork_fail_the_transaction_instead_of_hanging(tmp_path: object) -> None:
+    """A forked child inherits the transaction but not the threads of its uploads: it must not wait for them."""
+    store = ObjectStore.from_uri(f"file://{tmp_path}")
+    gate = Gate()
+    store.faults.add(FaultRule("PUT", 1, "hook", times=10**6, hook=gate))
+    uploads = Uploads(UploadPool(1))
+    uploads.put(store, "a", b"1")
+    assert gate.arrived.acquire(timeout=WAIT)
+    uploads._pid = -1  # as in a child forked now (the parent's pid is not ours)
+    with pytest.raises(TransactionError, match="forked"):
+        uploads.flush()
+    gate.open()
 
 
 def test_uploads_hold_at_most_max_in_flight(tmp_path: object) -> None:

@@ -733,7 +733,9 @@ class ObjectStore:
             try:
                 self._request("DELETE", batch[0], partial(obstore.delete, self._inner, [self._key(p) for p in batch]))
             except ObjectNotFoundError:
-                continue
+                # a missing key ends a local store's batch where it stands (S3 reports none): the rest one by one
+                for path in batch:
+                    self.delete(path)
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.uri!r})"

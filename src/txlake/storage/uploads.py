@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 
+from txlake.errors import TransactionError
 from txlake.storage.store import ObjectStore
 
 UPLOAD_THREADS = 8
@@ -30,28 +32,72 @@ MAX_IN_FLIGHT = 16
 """Uploads of one transaction in flight at most; the next statement's PUT waits for a slot."""
 MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024
 """Bytes of one transaction's uploads held in memory at most (a single larger file still goes, alone)."""
+IDLE_SECONDS = 2.0
+"""An upload thread with nothing to do for this long ends (a lakehouse that stops writing keeps none)."""
+
+_Task = tuple[Future[None], Callable[[], None]]
 
 
 class UploadPool:
-    """A lakehouse's upload threads, started on first use (a client that never writes starts none), and again
-    in a forked child (which inherits the pool but not its threads)."""
+    """A lakehouse's upload threads, shared fairly by its transactions: each transaction has its own queue and
+    the threads take one upload from each queue in turn, so a transaction of one file never waits behind
+    another's hundred (a single first-in-first-out queue made it). Threads start on demand, end when idle, and
+    are daemons: a write from an ``atexit`` handler still works. A forked child starts its own."""
 
     def __init__(self, threads: int = UPLOAD_THREADS) -> None:
-        self._threads = threads
-        self._pool: ThreadPoolExecutor | None = None
-        self._pid = 0
-        self._lock = threading.Lock()
+        self._max_threads = threads
+        self._threads = 0
+        self._idle = 0
+        self._queues: dict[int, deque[_Task]] = {}  # owner -> its uploads, in the order the owners take turns
+        self._pid = os.getpid()
+        self._cv = threading.Condition()
 
-    def submit(self, fn: Callable[[], None]) -> Future[None]:
-        with self._lock:
-            if self._pool is None or self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="txlake-upload")
-                self._pid = os.getpid()
-            return self._pool.submit(fn)
+    def submit(self, owner: int, fn: Callable[[], None]) -> Future[None]:
+        """Run ``fn`` on an upload thread, in ``owner``'s turn."""
+        future: Future[None] = Future()
+        with self._cv:
+            if self._pid != os.getpid():  # forked: the parent's threads and queues are not ours
+                self._pid, self._threads, self._idle, self._queues = os.getpid(), 0, 0, {}
+            self._queues.setdefault(owner, deque()).append((future, fn))
+            if self._idle:
+                self._cv.notify()
+            elif self._threads < self._max_threads:
+                self._threads += 1
+                threading.Thread(target=self._work, name="txlake-upload", daemon=True).start()
+        return future
+
+    def _next(self) -> _Task | None:
+        """The next owner's next upload, or ``None`` after :data:`IDLE_SECONDS` without any (the thread ends)."""
+        with self._cv:
+            while not self._queues:
+                self._idle += 1
+                self._cv.wait(IDLE_SECONDS)
+                self._idle -= 1
+                if not self._queues:
+                    self._threads -= 1
+                    return None
+            owner = next(iter(self._queues))
+            queue = self._queues.pop(owner)
+            task = queue.popleft()
+            if queue:
+                self._queues[owner] = queue  # to the back: the other owners go first
+            return task
+
+    def _work(self) -> None:
+        while (task := self._next()) is not None:
+            future, fn = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                fn()
+            except BaseException as exc:  # handed to the transaction, which raises it (a simulated crash too)
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
 
 
 class Uploads:
-    """The data-file PUTs of one transaction in flight, and the first that failed.
+    """The data-file PUTs of one transaction: those in flight, every one sent, and the first that failed.
 
     Not thread-safe: one transaction's statements run one after the other in its caller's thread.
     """
@@ -63,7 +109,9 @@ class Uploads:
         self._max_in_flight = max_in_flight
         self._max_bytes = max_bytes
         self._in_flight: dict[Future[None], int] = {}  # upload -> its payload's size
+        self._sent: list[tuple[ObjectStore, str]] = []
         self._failed: BaseException | None = None
+        self._pid = os.getpid()
 
     def put(self, store: ObjectStore, key: str, payload: bytes) -> None:
         """Send ``payload`` to ``key`` in the background. Raises the error of an earlier failed upload (the
@@ -75,10 +123,12 @@ class Uploads:
         ):
             self._reap(wait(self._in_flight, return_when=FIRST_COMPLETED).done)
         self.check()
-        self._in_flight[self._pool.submit(lambda: store.put(key, payload))] = len(payload)
+        self._sent.append((store, key))
+        self._in_flight[self._pool.submit(id(self), lambda: store.put(key, payload))] = len(payload)
 
     def check(self) -> None:
         """Raise the error of an upload that failed (without waiting for those in flight)."""
+        self._forked()
         self._reap([f for f in self._in_flight if f.done()])
         if self._failed is not None:
             raise self._failed
@@ -92,6 +142,7 @@ class Uploads:
 
     def settle(self) -> None:
         """Wait for every upload in flight to land or fail, raising nothing (before deleting what was written)."""
+        self._forked()
         if self._in_flight:
             self._reap(wait(self._in_flight).done)
 
@@ -99,6 +150,27 @@ class Uploads:
     def pending(self) -> int:
         """Uploads not known to have ended."""
         return len(self._in_flight)
+
+    @property
+    def sent(self) -> int:
+        """How many uploads were sent so far (a mark for :meth:`sent_since`)."""
+        return len(self._sent)
+
+    def sent_since(self, mark: int) -> list[tuple[ObjectStore, str]]:
+        """The (store, key) of every upload sent after ``mark`` (:attr:`sent`), landed or not."""
+        return self._sent[mark:]
+
+    def _forked(self) -> None:
+        """In a process forked while uploads were in flight: they ran in the parent's threads, which this process
+        does not have, so whether they landed is unknown here; the transaction fails instead of waiting forever."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            if self._in_flight:
+                self._in_flight.clear()
+                self._failed = self._failed or TransactionError(
+                    "this process was forked while the transaction's data files were uploading: it cannot commit "
+                    "here (start transactions after the fork)"
+                )
 
     def _reap(self, done: set[Future[None]] | list[Future[None]]) -> None:
         for future in done:

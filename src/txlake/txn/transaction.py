@@ -128,10 +128,12 @@ def _statement(method: F) -> F:
         before = self._staged_paths(name)
         state = self._staged_state(name) if not self._replaying else None
         mark = self._mark(name)
+        sent = self._uploads.sent
         try:
             result = method(self, name, *args, **kwargs)
         except Exception:
             self._roll_back(name, mark)  # a statement has all its effect or none
+            self._delete_sent_since(sent)  # (files it sent but had not staged when it failed)
             raise
         if not self._replaying:
             entry = self._view.table_by_name(name) if isinstance(name, str) else None
@@ -1383,6 +1385,24 @@ class Transaction:
             work.roll_back(mark)
         except TxlakeError as exc:
             _log.warning("txlake: %s: undoing a failed statement on %s: %s", self.txid, work.entry.name, exc)
+
+    def _delete_sent_since(self, mark: int) -> None:
+        """Delete every data file uploaded since ``mark`` (a failed statement's: none of them is staged), after
+        letting those in flight land."""
+        sent = self._uploads.sent_since(mark)
+        if not sent:
+            return
+        self._uploads.settle()
+        if not self._owns_files():
+            return
+        by_store: dict[str, tuple[ObjectStore, list[str]]] = {}
+        for store, key in sent:
+            by_store.setdefault(store.uri, (store, []))[1].append(key)
+        for store, keys in by_store.values():
+            try:
+                store.delete_many(keys)
+            except TxlakeError as exc:  # left as orphans for vacuum: their names carry the txid
+                _log.warning("txlake: %s: deleting the files of a failed statement: %s", self.txid, exc)
 
     def _staged_state(self, name: object) -> tuple[StagedState, int] | None:
         """A table's staged state and the length of its read log, before a statement (``None``: no work yet)."""
