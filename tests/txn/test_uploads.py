@@ -161,6 +161,22 @@ def test_a_statement_failing_on_an_earlier_upload_leaves_none_of_its_files(lake:
     assert lake.read_arrow("w.p").num_rows == 0
 
 
+def test_a_forked_child_leaving_the_block_deletes_nothing_of_the_parents(lake: txlake.Lakehouse) -> None:
+    """A transaction belongs to the process that began it: in a forked child (simulated: another pid) leaving
+    the block aborts the child's copy of it without deleting a file the parent (its own copy, untouched) is
+    about to commit."""
+    lake.create_table("w.t", ACCOUNTS)
+    before = _files(lake, "w/t")
+    tx = lake.transaction()
+    tx.append("w.t", accounts([1], [1]))
+    tx.wait_for_uploads()
+    staged = _files(lake, "w/t")
+    assert staged - before
+    tx._pid = -1  # as seen from a child forked now
+    tx.abort()
+    assert _files(lake, "w/t") == staged
+
+
 def test_a_write_in_an_atexit_handler_commits(tmp_path: Path) -> None:
     """The upload threads are daemons with their own queue: a commit while the interpreter shuts down works (a
     ``ThreadPoolExecutor`` refuses work then)."""
@@ -210,6 +226,25 @@ def test_the_pool_serves_transactions_in_turn(tmp_path: object) -> None:
     # a0 first (held), then b0 at once or after a1 (the thread may have taken a0 before a1 was queued, or after)
     assert order[0] == "a0" and order.index("b0") <= 2
     assert sorted(order) == ["a0", "a1", "a2", "a3", "a4", "a5", "b0"]
+
+
+def test_a_burst_after_a_quiet_spell_gets_threads_of_its_own() -> None:
+    """One thread left idle by an earlier upload, then three uploads that each wait for the others to start: they
+    run side by side (the pool starts threads while more uploads wait than threads are idle)."""
+    pool = UploadPool(4)
+    pool.submit(1, lambda: None).result(WAIT)
+    while pool._idle != 1:  # the first thread is back waiting for work
+        time.sleep(0.001)
+    started = threading.Semaphore(0)
+    together = threading.Barrier(3, timeout=WAIT)
+
+    def upload() -> None:
+        started.release()
+        together.wait()  # breaks (BrokenBarrierError) unless all three run at once
+
+    futures = [pool.submit(2, upload) for _ in range(3)]
+    for future in futures:
+        future.result(WAIT)
 
 
 def test_uploads_in_flight_at_a_fork_fail_the_transaction_instead_of_hanging(tmp_path: object) -> None:

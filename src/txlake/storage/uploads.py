@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -36,6 +37,13 @@ IDLE_SECONDS = 2.0
 """An upload thread with nothing to do for this long ends (a lakehouse that stops writing keeps none)."""
 
 _Task = tuple[Future[None], Callable[[], None]]
+_POOLS: weakref.WeakSet[UploadPool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads, and a lock one of them held stays held: start afresh."""
+    for pool in list(_POOLS):
+        pool._reset()
 
 
 class UploadPool:
@@ -47,23 +55,38 @@ class UploadPool:
     def __init__(self, threads: int = UPLOAD_THREADS) -> None:
         self._max_threads = threads
         self._threads = 0
-        self._idle = 0
+        self._idle = 0  # threads waiting for work
+        self._queued = 0  # uploads not taken by a thread yet
         self._queues: dict[int, deque[_Task]] = {}  # owner -> its uploads, in the order the owners take turns
         self._pid = os.getpid()
         self._cv = threading.Condition()
+        _POOLS.add(self)
+
+    def _reset(self) -> None:
+        self._cv = threading.Condition()
+        self._pid, self._threads, self._idle, self._queued, self._queues = os.getpid(), 0, 0, 0, {}
 
     def submit(self, owner: int, fn: Callable[[], None]) -> Future[None]:
         """Run ``fn`` on an upload thread, in ``owner``'s turn."""
         future: Future[None] = Future()
         with self._cv:
-            if self._pid != os.getpid():  # forked: the parent's threads and queues are not ours
-                self._pid, self._threads, self._idle, self._queues = os.getpid(), 0, 0, {}
             self._queues.setdefault(owner, deque()).append((future, fn))
+            self._queued += 1
             if self._idle:
                 self._cv.notify()
-            elif self._threads < self._max_threads:
+            # more uploads waiting than idle threads to take them (a burst after a quiet spell): one more thread
+            if self._queued > self._idle and self._threads < self._max_threads:
                 self._threads += 1
-                threading.Thread(target=self._work, name="txlake-upload", daemon=True).start()
+                try:
+                    threading.Thread(target=self._work, name="txlake-upload", daemon=True).start()
+                except RuntimeError:  # no thread to be had ("can't start new thread")
+                    self._threads -= 1
+                    if not self._threads:  # and none to run it later: it is not queued
+                        self._queues[owner].pop()
+                        if not self._queues[owner]:
+                            del self._queues[owner]
+                        self._queued -= 1
+                        raise
         return future
 
     def _next(self) -> _Task | None:
@@ -79,6 +102,7 @@ class UploadPool:
             owner = next(iter(self._queues))
             queue = self._queues.pop(owner)
             task = queue.popleft()
+            self._queued -= 1
             if queue:
                 self._queues[owner] = queue  # to the back: the other owners go first
             return task
@@ -178,3 +202,6 @@ class Uploads:
             error = future.exception()
             if error is not None and self._failed is None:
                 self._failed = error
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import re
 import time
 import uuid
@@ -239,6 +240,7 @@ class Transaction:
         # data files go out in the background while the next statement runs (storage/uploads.py); waited for
         # before anything may name them (sublog, intent, claim, a Spark job) and before any is deleted
         self._uploads = Uploads(ctx.uploads)
+        self._pid = os.getpid()  # the process that owns what this transaction stages (not a forked child)
         self._adopt: set[str] = set()
         self._unadopted: set[str] = set()  # tables whose unadopted plain-writer commits this one conflicted with
         self._claimed: int | None = None  # the global version this transaction claimed (or may have claimed)
@@ -1460,6 +1462,8 @@ class Transaction:
         """Whether the files this transaction staged are still its own to delete: always without a lease; with
         one, only while it is safely held (after a takeover they are the resumer's: a fenced holder deletes
         nothing, so a caller told "failed" never removes what another client commits)."""
+        if os.getpid() != self._pid:  # a forked child: the files are the parent's transaction's
+            return False
         if self._lease is None:
             return True
         try:
