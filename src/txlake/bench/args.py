@@ -67,10 +67,6 @@ class AddedLatency:
     def ms(self, kind: RequestKind) -> float:
         return self.write_ms if kind in ("PUT", "DELETE") else self.read_ms
 
-    def wait(self, kind: RequestKind) -> None:
-        if ms := self.ms(kind):
-            time.sleep(ms / 1000)
-
     def install(self, faults: FaultInjector) -> None:
         """Delay every request that goes through ``faults`` (a store's injector, shared with its child stores):
         one hook rule per request kind, firing on every request."""

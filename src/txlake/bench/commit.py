@@ -793,12 +793,14 @@ class RequestRecorder(FaultInjector):
     latency: AddedLatency | None = None
     _seen_lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        if self.latency is not None:
+            self.latency.install(self)  # hook rules: the delay follows the count
+
     def before(self, kind: RequestKind, path: str) -> None:
         with self._seen_lock:
             self.seen[(kind, self.what(path))] += 1
         super().before(kind, path)
-        if self.latency is not None:
-            self.latency.wait(kind)
 
     def take(self) -> Counter[tuple[str, str]]:
         with self._seen_lock:

@@ -16,7 +16,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -739,6 +739,15 @@ class ObjectStore:
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.uri!r})"
+
+
+def delete_keys(keys: Iterable[tuple[ObjectStore, str]]) -> None:
+    """Delete ``(store, key)`` pairs in bulk: one :meth:`ObjectStore.delete_many` per store."""
+    by_store: dict[str, tuple[ObjectStore, list[str]]] = {}
+    for store, key in keys:
+        by_store.setdefault(store.uri, (store, []))[1].append(key)
+    for store, batch in by_store.values():
+        store.delete_many(batch)
 
 
 def _meta(raw: Mapping[str, Any]) -> ObjectMeta:

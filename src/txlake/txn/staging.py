@@ -31,6 +31,7 @@ from txlake.errors import AppendOnlyTableError, PredicateError, SchemaMismatchEr
 from txlake.expr import BoundPredicate, FileStats, parse_predicate
 from txlake.lakehouse.records import ReadSet, TableEntry
 from txlake.storage import ObjectStore
+from txlake.storage.store import delete_keys
 from txlake.storage.uploads import Uploads
 
 if TYPE_CHECKING:
@@ -516,7 +517,6 @@ class TableWork:
     def discard(self, *, keep: Collection[str] = ()) -> None:
         """Delete every data and deletion-vector file this transaction wrote to the table (it was never published),
         except the paths in ``keep`` (a resumed append's data, staged again by its redo)."""
-        self._settle_uploads()
         if self.owns_files is not None and not self.owns_files():
             self.added.clear()
             self.dropped.clear()
@@ -571,7 +571,6 @@ class TableWork:
         del self.dv_files[mark.dv_files :]
         del self.read_keys[mark.read_keys :]
         self.new_metadata, self.created_metadata = mark.new_metadata, mark.created_metadata
-        self._settle_uploads()
         self._delete_own(written)
         if self.owns_files is None or self.owns_files():
             self.store.delete_many(dv_files)
@@ -606,13 +605,12 @@ class TableWork:
         if not adds or (self.owns_files is not None and not self.owns_files()):
             return
         self._settle_uploads()  # none may land after its delete
-        keys: dict[str, tuple[ObjectStore, list[str]]] = {}
-        for add in adds:
-            if decode_path(add.path).rsplit("/", 1)[-1].startswith(f"part-{self.txid}-"):
-                store, key = resolve_file(self.store, self.entry.path, add.path)
-                keys.setdefault(store.uri, (store, []))[1].append(key)
-        for store, batch in keys.values():
-            store.delete_many(batch)
+        own = f"part-{self.txid}-"
+        delete_keys(
+            resolve_file(self.store, self.entry.path, a.path)
+            for a in adds
+            if decode_path(a.path).rsplit("/", 1)[-1].startswith(own)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ from txlake.lakehouse.records import (
     apply_catalog,
 )
 from txlake.storage import ObjectStore
+from txlake.storage.store import delete_keys
 from txlake.storage.uploads import Uploads
 from txlake.txn.commit import Commit, CommitResult, Validation, joining_tables, pending_change, withdraw
 from txlake.txn.conflicts import IsolationPolicy
@@ -1397,14 +1398,10 @@ class Transaction:
         self._uploads.settle()
         if not self._owns_files():
             return
-        by_store: dict[str, tuple[ObjectStore, list[str]]] = {}
-        for store, key in sent:
-            by_store.setdefault(store.uri, (store, []))[1].append(key)
-        for store, keys in by_store.values():
-            try:
-                store.delete_many(keys)
-            except TxlakeError as exc:  # left as orphans for vacuum: their names carry the txid
-                _log.warning("txlake: %s: deleting the files of a failed statement: %s", self.txid, exc)
+        try:
+            delete_keys(sent)
+        except TxlakeError as exc:  # left as orphans for vacuum: their names carry the txid
+            _log.warning("txlake: %s: deleting the files of a failed statement: %s", self.txid, exc)
 
     def _staged_state(self, name: object) -> tuple[StagedState, int] | None:
         """A table's staged state and the length of its read log, before a statement (``None``: no work yet)."""
