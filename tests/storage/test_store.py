@@ -159,6 +159,20 @@ def test_delete_many_deletes_every_key_though_one_is_missing(store: ObjectStore)
     assert store.list("w") == []
 
 
+def test_a_fault_rule_on_any_key_of_a_bulk_delete_fires(store: ObjectStore) -> None:
+    """A bulk delete is one request named after its first key; a rule naming a later key fires on it too (until
+    2026-11-29 it never did, so no fault could be aimed at a bulk delete by anything but its first key)."""
+    keys = [f"w/f{i}.parquet" for i in range(3)]
+    for key in keys:
+        store.put(key, b"x")
+    store.faults.add(FaultRule("DELETE", 1, "fail", path_contains="f2.parquet"))
+    with pytest.raises(InjectedFaultError):
+        store.delete_many(keys)
+    assert _paths(store.list("w")) == keys  # failed before reaching the store
+    store.delete_many(keys)
+    assert store.list("w") == []
+
+
 def test_put_if_absent_creates_once_then_refuses(store: ObjectStore) -> None:
     store.put_if_absent("log/00000000000000000000.json", b"first")
     with pytest.raises(ObjectAlreadyExistsError) as info:

@@ -177,9 +177,11 @@ def test_a_forked_child_leaving_the_block_deletes_nothing_of_the_parents(lake: t
     assert _files(lake, "w/t") == staged
 
 
-def test_a_write_in_an_atexit_handler_commits(tmp_path: Path) -> None:
-    """The upload threads are daemons with their own queue: a commit while the interpreter shuts down works (a
-    ``ThreadPoolExecutor`` refuses work then)."""
+def test_writes_in_an_atexit_handler_commit(tmp_path: Path) -> None:
+    """The upload threads are daemons with their own queue, and the library's other concurrent requests (the
+    plain-writer probes and publication of a two-table commit, reads of several files) run one after another
+    once a ``ThreadPoolExecutor`` refuses work: commits while the interpreter shuts down work. Until 2026-11-29
+    a two-table commit there failed with "cannot schedule new futures after interpreter shutdown"."""
     script = textwrap.dedent(
         f"""
         import atexit
@@ -188,15 +190,22 @@ def test_a_write_in_an_atexit_handler_commits(tmp_path: Path) -> None:
 
         lake = txlake.connect({tmp_path.as_uri()!r})
         lake.create_table("w.t", "id bigint")
+        lake.create_table("w.u", "id bigint")
 
         @atexit.register
         def last_words():
-            with lake.transaction() as tx:
-                tx.append("w.t", pa.table({{"id": pa.array([7], pa.int64())}}))
+            for i in range(2):
+                with lake.transaction() as tx:
+                    for name in ("w.t", "w.u"):
+                        tx.append(name, pa.table({{"id": pa.array([i], pa.int64())}}))
+            assert sorted(lake.read_arrow("w.u")["id"].to_pylist()) == [0, 1]
         """
     )
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-    assert txlake.connect(tmp_path.as_uri()).read_arrow("w.t")["id"].to_pylist() == [7]
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    lake = txlake.connect(tmp_path.as_uri())
+    for name in ("w.t", "w.u"):
+        assert sorted(lake.read_arrow(name)["id"].to_pylist()) == [0, 1]
 
 
 # --------------------------------------------------------------------------------------- Uploads itself

@@ -8,7 +8,6 @@ import math
 import posixpath
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -44,6 +43,7 @@ from txlake.errors import (
     UnsupportedFeatureError,
 )
 from txlake.storage import ObjectStore
+from txlake.storage.threads import map_concurrently
 from txlake.variant import has_variant
 
 STRING_STATS_PREFIX = 32
@@ -689,9 +689,5 @@ def read_files(
     def one(add: Add) -> pa.Table:
         return read_file(store, table_path, add, schema, partition_columns, columns=columns, table=table)
 
-    if len(adds) == 1:
-        parts = [one(adds[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=min(READ_CONCURRENCY, len(adds))) as pool:
-            parts = list(pool.map(one, adds))
+    parts = map_concurrently(one, adds, max_workers=READ_CONCURRENCY)
     return pa.concat_tables([p.cast(target) for p in parts])

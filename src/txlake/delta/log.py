@@ -6,7 +6,6 @@ import builtins
 import json
 import re
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from txlake.delta.actions import Action, parse_commit, serialize_commit
@@ -17,6 +16,7 @@ from txlake.errors import (
     VersionAlreadyExistsError,
 )
 from txlake.storage import ObjectMeta, ObjectStore
+from txlake.storage.threads import map_concurrently
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
@@ -198,8 +198,9 @@ class DeltaLog:
         # than a small local read. Several batches per worker keep the workers evenly loaded.
         size = -(-len(versions) // (workers * BATCHES_PER_WORKER))
         batches = [versions[i : i + size] for i in range(0, len(versions), size)]
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return [actions for batch in pool.map(self._read_batch, batches) for actions in batch]
+        return [
+            actions for batch in map_concurrently(self._read_batch, batches, max_workers=workers) for actions in batch
+        ]
 
     def _read_batch(self, versions: Sequence[int]) -> builtins.list[builtins.list[Action]]:
         return [self.read_commit(v) for v in versions]

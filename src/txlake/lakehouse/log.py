@@ -8,13 +8,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from txlake.errors import CorruptLogError, ObjectAlreadyExistsError, ObjectNotFoundError, VersionNotFoundError
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, apply, apply_catalog
 from txlake.storage import ObjectStore
+from txlake.storage.threads import map_concurrently
 
 ROOT = "_txlake"
 LOG_DIR = f"{ROOT}/log"
@@ -262,12 +262,7 @@ class GlobalLog:
 
     @staticmethod
     def _concurrently(fetch: Callable[[int], object], versions: Sequence[int]) -> None:
-        if len(versions) <= 1:
-            for v in versions:
-                fetch(v)
-            return
-        with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
-            list(pool.map(fetch, versions))
+        map_concurrently(fetch, versions, max_workers=16)
 
     def tail(self) -> LogTail:
         """The newest decided state and the undecided claims beyond it.

@@ -28,7 +28,6 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -44,6 +43,7 @@ from txlake.lakehouse.log import ROOT
 from txlake.lakehouse.records import LakehouseState, TableEntry
 from txlake.lakehouse.tags import TagStore
 from txlake.storage import ObjectMeta, ObjectStore
+from txlake.storage.threads import map_concurrently
 from txlake.txn.reservations import RESERVATIONS_DIR
 
 if TYPE_CHECKING:
@@ -460,9 +460,8 @@ class _Vacuum:
         if len(versions) > MAX_WINDOW_RECORDS:
             return None
         ids = set(known)
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            for record in pool.map(self.ctx.glog.read_record, versions):
-                ids.update(op.table_id for op in record.catalog if op.table_id and op.op in _JOINS)
+        for record in map_concurrently(self.ctx.glog.read_record, versions, max_workers=16):
+            ids.update(op.table_id for op in record.catalog if op.table_id and op.op in _JOINS)
         return ids
 
     def _scan_unknown(self, location: str, metas: list[ObjectMeta], retained_ids: _Lazy[set[str] | None]) -> bool:

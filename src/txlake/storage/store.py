@@ -532,12 +532,20 @@ class ObjectStore:
         rel = meta.path[len(self._key_prefix) + 1 :]
         return ObjectMeta(path=rel, size=meta.size, last_modified=meta.last_modified, e_tag=meta.e_tag)
 
-    def _request(self, kind: RequestKind, path: str, fn: Callable[[], T], *, retry: bool = True) -> T:
+    def _request(
+        self, kind: RequestKind, path: str, fn: Callable[[], T], *, retry: bool = True, keys: str | None = None
+    ) -> T:
+        """Run ``fn``, one request of ``kind`` on ``path``, with the retry policy and the armed faults.
+
+        ``keys``: for a request on several keys (a bulk delete names its first), every key, one per line, for the
+        fault rules to match against.
+        """
+        fault_path = path if keys is None else keys
         attempt = 0
         while True:
             self.counters.add(kind)
             try:
-                self.faults.before(kind, path)
+                self.faults.before(kind, fault_path)
                 result = fn()
             except (NotFoundError, FileNotFoundError) as exc:
                 raise ObjectNotFoundError(f"no object at {self.url(path)}", path=path, kind=kind) from exc
@@ -574,7 +582,7 @@ class ObjectStore:
                 time.sleep(self.retry.delay(attempt))
                 attempt += 1
                 continue
-            self.faults.after(kind, path)
+            self.faults.after(kind, fault_path)
             return result
 
     def _directory_race(self, exc: BaseException) -> bool:
@@ -731,7 +739,12 @@ class ObjectStore:
         for start in range(0, len(paths), BULK_DELETE):
             batch = list(paths[start : start + BULK_DELETE])
             try:
-                self._request("DELETE", batch[0], partial(obstore.delete, self._inner, [self._key(p) for p in batch]))
+                self._request(
+                    "DELETE",
+                    batch[0],
+                    partial(obstore.delete, self._inner, [self._key(p) for p in batch]),
+                    keys="\n".join(batch),
+                )
             except ObjectNotFoundError:
                 # a missing key ends a local store's batch where it stands (S3 reports none): the rest one by one
                 for path in batch:

@@ -6,7 +6,6 @@ import posixpath
 import random
 import time
 from collections.abc import Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -17,6 +16,7 @@ from txlake.lakehouse.log import GlobalLog, LogView
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableEntry
 from txlake.lakehouse.tables import SnapshotCache
 from txlake.storage import ObjectMeta, ObjectStore
+from txlake.storage.threads import map_concurrently
 from txlake.storage.uploads import UploadPool
 from txlake.txn import group
 from txlake.txn.engine import DataEngine, NoDataEngineError
@@ -176,10 +176,7 @@ class LakeContext:
 
     def probe_all(self, tables: list[tuple[TableEntry, int]]) -> list[int]:
         """:meth:`probe_delta_latest` of several tables, concurrently."""
-        if len(tables) <= 1:
-            return [self.probe_delta_latest(entry, mapped) for entry, mapped in tables]
-        with ThreadPoolExecutor(max_workers=min(PROBE_CONCURRENCY, len(tables))) as pool:
-            return list(pool.map(lambda t: self.probe_delta_latest(*t), tables))
+        return map_concurrently(lambda t: self.probe_delta_latest(*t), tables, max_workers=PROBE_CONCURRENCY)
 
     def dead_intents(self, listed: list[ObjectMeta], *, at_ms: int) -> list[ObjectMeta]:
         """Of listed intent markers, those whose holders are dead (for vacuum; one lease read per holder)."""

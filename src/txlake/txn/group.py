@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from txlake.delta.actions import Add, now_ms
 from txlake.errors import CorruptLogError, ObjectNotFoundError, TxlakeError
@@ -25,6 +24,7 @@ from txlake.lakehouse.ages import MAX_INTENT_AGE
 from txlake.lakehouse.log import ROOT
 from txlake.lakehouse.records import GlobalRecord, TableChange
 from txlake.storage import ObjectStore
+from txlake.storage.threads import map_concurrently
 
 GROUPS_DIR = f"{ROOT}/groups"
 MAX_MEMBERS = 64
@@ -110,11 +110,7 @@ def collect(store: ObjectStore, version: int, paths: Sequence[str], *, exclude: 
         except TxlakeError:
             return None
 
-    if len(paths) == 1:
-        found = [read(paths[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=min(READ_CONCURRENCY, len(paths))) as pool:
-            found = list(pool.map(read, paths))
+    found = map_concurrently(read, paths, max_workers=READ_CONCURRENCY)
     return [r for r in found if r is not None]
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from txlake.delta.actions import Action, Add, CommitInfo, Metadata, Remove, now_ms
@@ -20,6 +19,7 @@ from txlake.errors import ConflictError, CorruptLogError, InvalidObjectPathError
 from txlake.lakehouse.log import GlobalLog
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, TableChange
 from txlake.storage import ObjectStore
+from txlake.storage.threads import map_concurrently
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
 
 
@@ -294,11 +294,9 @@ def publish(store: ObjectStore, glog: GlobalLog, record: GlobalRecord, await_dec
     already published are compensated). Other failures are raised: publication can simply be run again.
     """
     changes = sorted(record.tables, key=lambda c: c.table_id)
-    if len(changes) <= 1:
-        outcomes = [_publish_table(store, glog, record, c, await_decided) for c in changes]
-    else:
-        with ThreadPoolExecutor(max_workers=min(PUBLISH_CONCURRENCY, len(changes))) as pool:
-            outcomes = list(pool.map(lambda c: _publish_table(store, glog, record, c, await_decided), changes))
+    outcomes = map_concurrently(
+        lambda c: _publish_table(store, glog, record, c, await_decided), changes, max_workers=PUBLISH_CONCURRENCY
+    )
     done = [o.published for o in outcomes if o.published is not None]
     for o in outcomes:  # in table-id order: every client names the same reason
         if isinstance(o.error, ConflictError):
