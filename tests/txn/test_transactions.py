@@ -360,3 +360,46 @@ def test_a_committer_reads_none_of_the_delta_commits_it_wrote(lake: txlake.Lakeh
         cached, loaded = lake.snapshot().delta_snapshot(name), fresh.snapshot().delta_snapshot(name)
         assert cached.version == loaded.version and cached.files == loaded.files  # the cache is the log
         assert rows(lake.snapshot().read_arrow(name)) == rows(fresh.snapshot().read_arrow(name))
+
+
+def test_a_client_reads_none_of_the_delta_commits_others_committed_through_the_lakehouse(
+    lake: txlake.Lakehouse,
+) -> None:
+    """Another client's committed versions hold their Delta commits in their records, which a client reads
+    walking the log anyway: its next snapshots of those tables GET none of them. A plain writer's commit,
+    adopted by one of those versions, is not in any record and is read. The snapshots equal a cold load."""
+    from txlake.bench.commit import RequestRecorder
+    from txlake.storage import FaultInjector
+
+    names = ["o.t0", "o.t1"]
+    for name in names:
+        lake.create_table(name, ACCOUNTS)
+    other = txlake.connect(lake.uri, lake.store.storage_options)
+    for name in names:
+        other.read_arrow(name)  # its snapshots of the tables as they are now
+    with lake.transaction() as tx:
+        for i, name in enumerate(names):
+            tx.append(name, accounts([i, 10 + i], [1, 1]))
+    with lake.transaction() as tx:
+        tx.update("o.t0", {"balance": "balance + 1"}, where="id = 0")
+        tx.delete("o.t1", where="id = 11")
+    plain = lake.uri.startswith("file://")  # a delta-rs writer too (on local disk)
+    if plain:
+        pytest.importorskip("deltalake").write_deltalake(
+            lake.table_location("o.t1"), accounts([50], [5]), mode="append"
+        )
+        with lake.transaction() as tx:  # adopts the plain commit before its own
+            tx.append("o.t1", accounts([60], [6]))
+    recorder = RequestRecorder()
+    other.store.faults = recorder
+    seen = {name: rows(other.read_arrow(name)) for name in names}
+    other.store.faults = FaultInjector()
+    assert recorder.take()[("GET", "delta commit")] == (1 if plain else 0)
+    assert seen == {
+        "o.t0": [(0, 2), (10, 1)],
+        "o.t1": [(1, 1), (50, 5), (60, 6)] if plain else [(1, 1)],
+    }
+    cold = txlake.connect(lake.uri, lake.store.storage_options)
+    for name in names:
+        cached, loaded = other.snapshot().delta_snapshot(name), cold.snapshot().delta_snapshot(name)
+        assert (cached.version, cached.files) == (loaded.version, loaded.files)

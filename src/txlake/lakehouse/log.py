@@ -119,6 +119,8 @@ class GlobalLog:
         self._states: dict[int, LakehouseState] = {}
         self._lock = threading.Lock()
         self._tail_learnt: tuple[int, float] | None = None  # (newest state learnt by tail(), monotonic time)
+        self.on_committed: Callable[[GlobalRecord, Outcome], None] | None = None
+        """Called with each committed version a walk of the log applies (the record holds its Delta commits)."""
 
     # ------------------------------------------------------------------------------------------ paths
 
@@ -358,6 +360,8 @@ class GlobalLog:
                 undecided.append(record.version)
             else:
                 state = apply(state, record, outcome)
+                if outcome.committed and self.on_committed is not None:
+                    self.on_committed(record, outcome)
         self._remember(state)
         return LogTail(state, tuple(undecided), max(v - 1, state.version))
 

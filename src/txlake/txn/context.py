@@ -71,6 +71,11 @@ class LakeContext:
     """The threads that upload transactions' data files in the background (:mod:`txlake.storage.uploads`)."""
     _heartbeat: Heartbeat | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # every committed version this client walks past: its Delta commits are known from its record, so the
+        # snapshots after it (a new transaction's, a redo's) need no GET of them
+        self.glog.on_committed = self.remember_commits
+
     @property
     def heartbeat(self) -> Heartbeat:
         """Renews the leases of this client's live transactions (:mod:`txlake.txn.lease`); made on first use."""
@@ -119,7 +124,10 @@ class LakeContext:
         return outcome
 
     def remember_commits(self, record: GlobalRecord, outcome: Outcome) -> None:
-        """A committed version's Delta commits are its record's changes: cache them (no GET to read them)."""
+        """A committed version's Delta commits are its record's changes: cache them (no GET to read them).
+
+        Called for our own versions and, through ``glog.on_committed``, for every committed version the log
+        walks past."""
         if outcome.committed:
             self.snapshots.remember(
                 {
