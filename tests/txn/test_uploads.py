@@ -1,6 +1,7 @@
 """Write-behind uploads (``storage/uploads.py``): a statement returns while its data file is still going out; the
-transaction waits for its uploads before it reads a file it wrote, before it claims, and before it deletes
-anything, and a failed upload fails the transaction (nothing of it ever appears, nothing of it is left)."""
+transaction reads the files it wrote back from memory (past ``HELD_BYTES``, it waits for their uploads and GETs
+them), waits for its uploads before it claims and before it deletes anything, and a failed upload fails the
+transaction (nothing of it ever appears, nothing of it is left)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.interop.deltars import rows as canonical_rows
 from tests.txn.conftest import ACCOUNTS, accounts, rows
 from txlake.errors import InjectedFaultError, TransactionError
 from txlake.storage import FaultInjector, FaultRule, ObjectStore
+from txlake.storage import uploads as uploads_module
 from txlake.storage.uploads import UploadPool, Uploads
 
 DATA = ".snappy.parquet"
@@ -76,7 +78,28 @@ def test_statements_go_on_while_their_files_upload(lake: txlake.Lakehouse, gate:
         assert deltars_read_datafusion(table.deltars()) == canonical_rows(lake.read_arrow("w.t"))
 
 
-def test_a_statement_reading_a_file_it_wrote_waits_for_its_upload(lake: txlake.Lakehouse, gate: Gate) -> None:
+def test_a_statement_reading_a_file_it_wrote_reads_it_from_memory(lake: txlake.Lakehouse, gate: Gate) -> None:
+    """The transaction holds the bytes it sent: a later statement on the same file neither waits for the upload
+    nor GETs the file."""
+    lake.create_table("w.t", ACCOUNTS)
+    with lake.transaction() as tx:
+        tx.append("w.t", accounts([1, 2], [5, 6]))
+        assert gate.arrived.acquire(timeout=WAIT)  # the upload is held at the gate
+        gets = lake.store.counters.snapshot().get
+        assert tx.update("w.t", {"balance": "balance + 1"}) == 2  # returns while the upload is still held
+        assert tx.delete("w.t", where="id = 1") == 1  # the update's file, also held
+        assert rows(tx.read_arrow("w.t")) == [(2, 7)]
+        assert lake.store.counters.snapshot().get == gets
+        gate.open()
+    assert rows(lake.read_arrow("w.t")) == [(2, 7)]
+
+
+def test_a_file_it_no_longer_holds_is_read_after_its_upload(
+    lake: txlake.Lakehouse, gate: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the bytes a transaction holds (``HELD_BYTES``; none here), a statement reading a file it wrote waits
+    for the upload, then reads the file from the store."""
+    monkeypatch.setattr(uploads_module, "HELD_BYTES", 0)
     lake.create_table("w.t", ACCOUNTS)
     with lake.transaction() as tx:
         tx.append("w.t", accounts([1, 2], [5, 6]))

@@ -450,15 +450,18 @@ def read_file(
     *,
     columns: Sequence[str] | None = None,
     table: str | None = None,
+    data: bytes | None = None,
 ) -> pa.Table:
-    """Read one data file as ``schema`` (partition columns filled in, missing columns as nulls)."""
-    file_store, key = resolve_file(store, table_path, add.path)
-    try:
-        data = file_store.get(key)
-    except ObjectNotFoundError as exc:
-        raise DataFileNotFoundError(
-            f"data file {add.path} of {table or table_path} is missing", table=table, path=add.path
-        ) from exc
+    """Read one data file as ``schema`` (partition columns filled in, missing columns as nulls); ``data``: its
+    bytes when the caller has them (a file it wrote), instead of a GET."""
+    if data is None:
+        file_store, key = resolve_file(store, table_path, add.path)
+        try:
+            data = file_store.get(key)
+        except ObjectNotFoundError as exc:
+            raise DataFileNotFoundError(
+                f"data file {add.path} of {table or table_path} is missing", table=table, path=add.path
+            ) from exc
     wanted = list(columns) if columns is not None else schema.names
     try:
         # INT96 (Spark's default timestamp encoding) read as nanoseconds overflows outside 1677-2262: Delta
@@ -679,15 +682,18 @@ def read_files(
     *,
     columns: Sequence[str] | None = None,
     table: str | None = None,
+    held: Callable[[Add], bytes | None] | None = None,
 ) -> pa.Table:
-    """Read and concatenate data files (concurrently) as one Arrow table of ``schema``."""
+    """Read and concatenate data files (concurrently) as one Arrow table of ``schema``; ``held(add)``: the bytes
+    of a file the caller has in memory (``None``: GET it)."""
     adds = list(adds)
     target = pa.schema([schema.field(c) for c in columns]) if columns is not None else schema
     if not adds:
         return target.empty_table()
 
     def one(add: Add) -> pa.Table:
-        return read_file(store, table_path, add, schema, partition_columns, columns=columns, table=table)
+        data = held(add) if held is not None else None
+        return read_file(store, table_path, add, schema, partition_columns, columns=columns, table=table, data=data)
 
     parts = map_concurrently(one, adds, max_workers=READ_CONCURRENCY)
     return pa.concat_tables([p.cast(target) for p in parts])

@@ -33,6 +33,10 @@ MAX_IN_FLIGHT = 16
 """Uploads of one transaction in flight at most; the next statement's PUT waits for a slot."""
 MAX_IN_FLIGHT_BYTES = 256 * 1024 * 1024
 """Bytes of one transaction's uploads held in memory at most (a single larger file still goes, alone)."""
+HELD_BYTES = 64 * 1024 * 1024
+"""Bytes of the data files one transaction wrote that it keeps in memory to read them back (a later statement
+on the same file, a redo keeping a statement) without waiting for the upload and GETting it; files past this
+are read from the store."""
 IDLE_SECONDS = 2.0
 """An upload thread with nothing to do for this long ends (a lakehouse that stops writing keeps none)."""
 
@@ -136,6 +140,8 @@ class Uploads:
         self._sent: list[tuple[ObjectStore, str]] = []
         self._failed: BaseException | None = None
         self._pid = os.getpid()
+        self._held: dict[tuple[str, str], bytes] = {}  # (store URI, key) -> the payload sent there
+        self._held_bytes = 0
 
     def put(self, store: ObjectStore, key: str, payload: bytes) -> None:
         """Send ``payload`` to ``key`` in the background. Raises the error of an earlier failed upload (the
@@ -149,6 +155,13 @@ class Uploads:
         self.check()
         self._sent.append((store, key))
         self._in_flight[self._pool.submit(id(self), lambda: store.put(key, payload))] = len(payload)
+        if self._held_bytes + len(payload) <= HELD_BYTES:
+            self._held[(store.uri, key)] = payload
+            self._held_bytes += len(payload)
+
+    def held(self, store: ObjectStore, key: str) -> bytes | None:
+        """The bytes this transaction sent to ``key`` when it still holds them (landed or not), else ``None``."""
+        return self._held.get((store.uri, key))
 
     def check(self) -> None:
         """Raise the error of an upload that failed (without waiting for those in flight)."""

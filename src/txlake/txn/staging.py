@@ -127,10 +127,19 @@ class TableWork:
         base = [a for a in matching if a.path not in self.removed] if self.removed else matching
         return base + [a for a in self.added.values() if predicate.may_match(FileStats.from_add(a, schema, parts))]
 
+    def _held(self, add: Add) -> bytes | None:
+        """The bytes of ``add`` when it is a file this transaction wrote and still holds in memory (read without
+        waiting for its upload or GETting it), else ``None``."""
+        if self.uploads is None or (add.path not in self.added and add.path not in self.dropped):
+            return None
+        return self.uploads.held(*resolve_file(self.store, self.entry.path, add.path))
+
     def _await(self, files: Iterable[Add]) -> None:
-        """Before reading ``files``: wait for the uploads when one of them is a file this transaction wrote (and
-        raise if an upload failed). Reading only others' files waits for nothing."""
-        if self.uploads is not None and any(a.path in self.added or a.path in self.dropped for a in files):
+        """Before reading ``files``: wait for the uploads when one of them is a file this transaction wrote and
+        no longer holds in memory (and raise if an upload failed). Reading others' files waits for nothing."""
+        if self.uploads is not None and any(
+            (a.path in self.added or a.path in self.dropped) and self._held(a) is None for a in files
+        ):
             self.uploads.flush()
 
     def _settle_uploads(self) -> None:
@@ -151,6 +160,7 @@ class TableWork:
             self.partition_columns,
             columns=columns,
             table=self.entry.name,
+            held=self._held,
         )
 
     # ------------------------------------------------------------------------------------------ reads
@@ -461,14 +471,30 @@ class TableWork:
         self.record_dml(None, files)
         self._await(files)
         for add in files:
-            rows = read_file(self.store, self.entry.path, add, schema, self.partition_columns, table=self.entry.name)
+            rows = read_file(
+                self.store,
+                self.entry.path,
+                add,
+                schema,
+                self.partition_columns,
+                table=self.entry.name,
+                data=self._held(add),
+            )
             new_rows, _ = transform(rows, None)
             self.replace_file(add, new_rows)
 
     def read_one(self, add: Add) -> pa.Table:
         """All rows of one live file."""
         self._await([add])
-        return read_file(self.store, self.entry.path, add, self.schema, self.partition_columns, table=self.entry.name)
+        return read_file(
+            self.store,
+            self.entry.path,
+            add,
+            self.schema,
+            self.partition_columns,
+            table=self.entry.name,
+            data=self._held(add),
+        )
 
     def replace_file(self, add: Add, rows: pa.Table) -> None:
         """Replace a live file by a new file holding ``rows`` (dropped entirely when empty)."""
