@@ -166,8 +166,9 @@ def test_a_fault_rule_on_any_key_of_a_bulk_delete_fires(store: ObjectStore) -> N
     for key in keys:
         store.put(key, b"x")
     store.faults.add(FaultRule("DELETE", 1, "fail", path_contains="f2.parquet"))
-    with pytest.raises(InjectedFaultError):
+    with pytest.raises(InjectedFaultError) as info:
         store.delete_many(keys)
+    assert info.value.path == keys[0]  # the request's name: its first key
     assert _paths(store.list("w")) == keys  # failed before reaching the store
     store.delete_many(keys)
     assert store.list("w") == []

@@ -26,6 +26,12 @@ def missing_log_error(entry: TableEntry, log: DeltaLog) -> CorruptLogError:
     )
 
 
+CommitKey = tuple[str, str, int]
+"""A Delta commit in the cache: (table id, table path, Delta version). The id keeps the commits of a dropped
+table apart from those of a new table at the same path (vacuum removes a dropped table's directory whole, and a
+table created later under the same name gets the same path)."""
+
+
 class SnapshotCache:
     """LRU of table snapshots by (table id, Delta version); newer versions are built incrementally."""
 
@@ -33,7 +39,7 @@ class SnapshotCache:
         self.store = store
         self.capacity = capacity
         self._cache: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
-        self._commits: OrderedDict[tuple[str, int], list[Action]] = OrderedDict()
+        self._commits: OrderedDict[CommitKey, list[Action]] = OrderedDict()
         self._lock = threading.Lock()
 
     def log(self, entry: TableEntry) -> DeltaLog:
@@ -76,20 +82,20 @@ class SnapshotCache:
     def commits(self, entry: TableEntry, versions: list[int]) -> list[list[Action]]:
         """The actions of commits of ``entry`` (immutable, so cached)."""
         with self._lock:
-            found = {v: self._commits[(entry.path, v)] for v in versions if (entry.path, v) in self._commits}
+            found = {v: self._commits[key] for v in versions if (key := (entry.id, entry.path, v)) in self._commits}
         missing = [v for v in versions if v not in found]
         if missing:
             fetched = self.log(entry).read_commits(missing)
             found.update(zip(missing, fetched, strict=True))
             with self._lock:
                 for v, actions in zip(missing, fetched, strict=True):
-                    self._commits[(entry.path, v)] = actions
+                    self._commits[(entry.id, entry.path, v)] = actions
                 while len(self._commits) > 4 * self.capacity:
                     self._commits.popitem(last=False)
         return [found[v] for v in versions]
 
-    def remember(self, commits: Mapping[tuple[str, int], list[Action]]) -> None:
-        """Cache Delta commits whose content is known without reading them ((table path, version) -> actions)."""
+    def remember(self, commits: Mapping[CommitKey, list[Action]]) -> None:
+        """Cache Delta commits whose content is known without reading them ((table id, path, version) -> actions)."""
         with self._lock:
             self._commits.update(commits)
             while len(self._commits) > 4 * self.capacity:

@@ -82,10 +82,13 @@ class FaultInjector:
         return None
 
     def before(self, kind: RequestKind, path: str) -> None:
+        """Just before a request of ``kind`` on ``path`` (a request on several keys, a bulk delete: every key, one
+        per line; the rules match any of them, errors name the first)."""
         armed = self._match(kind, path, "before")
         if armed is None:
             return
         action = armed.rule.action
+        path = path.split("\n", 1)[0]
         if action == "fail":
             raise InjectedFaultError(f"injected failure of {kind} {path}", path=path, kind=kind)
         if action == "hook":
@@ -100,6 +103,7 @@ class FaultInjector:
         armed = self._match(kind, path, "after")
         if armed is None:
             return
+        path = path.split("\n", 1)[0]
         if armed.rule.action == "hook_after":
             if armed.rule.hook is not None:
                 armed.rule.hook()

@@ -131,7 +131,9 @@ class LakeContext:
         if outcome.committed:
             self.snapshots.remember(
                 {
-                    (change.path, outcome.table_versions[change.table_id]): delta_commit(record, change)
+                    (change.table_id, change.path, outcome.table_versions[change.table_id]): delta_commit(
+                        record, change
+                    )
                     for change in record.tables
                     if change.writes and change.table_id in outcome.table_versions
                 }
