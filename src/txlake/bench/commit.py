@@ -102,7 +102,7 @@ class CommitBenchOptions:
     profile_repeat: int = 10
     keep: bool = False
     group_commit: bool | None = None
-    """The writers' ``connect(group_commit=...)``: ``None`` is txlake's default (on for S3, off for files)."""
+    """The writers' ``connect(group_commit=...)``: ``None`` is txlake's default (on for S3 and files)."""
     added_latency: AddedLatency | None = None
     """Latency added to every txlake request (not delta-rs's), emulating a remote object store."""
 
@@ -1168,7 +1168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--group-commit",
         choices=("auto", "on", "off"),
         default="auto",
-        help="the txlake writers' group commit: auto (default: on for S3, off for files), on, off (for A/B runs)",
+        help="the txlake writers' group commit: auto (txlake's default: on for S3 and files), on, off (for A/B runs)",
     )
 
 

@@ -464,7 +464,7 @@ class ObjectStore:
     @property
     def scheme(self) -> str:
         """``file``, ``s3`` or ``memory``."""
-        return self.uri.split("://", 1)[0]
+        return self.uri.split(":", 1)[0]  # "memory:" has no "//"
 
     @property
     def storage_options(self) -> dict[str, Any]:
