@@ -4,6 +4,7 @@ and a crashed claimer's batch is rolled forward by a member."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -412,6 +413,9 @@ def test_intents_of_claimed_versions_are_cleaned_with_the_global_checkpoint(any_
     assert lake.version() == 4
     left = sorted(m.path.split("/")[-1] for m in store.list(group.GROUPS_DIR + "/"))
     assert left == ["tx5.json", "tx9.json", "x.json"]
+    local = store.local_path(group.GROUPS_DIR)
+    if local is not None:  # local disk: the cleaned versions' directories go too
+        assert sorted(os.listdir(local)) == ["00000000000000000005", "00000000000000000009", "not-a-version"]
 
 
 def test_group_commit_is_on_by_default_on_local_disk_and_off_in_memory(tmp_path: object) -> None:

@@ -90,8 +90,14 @@ def test_a_statement_reading_a_file_it_wrote_reads_it_from_memory(lake: txlake.L
         assert tx.delete("w.t", where="id = 1") == 1  # the update's file, also held
         assert rows(tx.read_arrow("w.t")) == [(2, 7)]
         assert lake.store.counters.snapshot().get == gets
+        assert tx._uploads._held_bytes > 0
         gate.open()
     assert rows(lake.read_arrow("w.t")) == [(2, 7)]
+    assert not tx._uploads._held and tx._uploads._held_bytes == 0  # let go once the transaction ended
+    aborted = lake.transaction()
+    aborted.append("w.t", accounts([3], [3]))
+    aborted.abort()
+    assert not aborted._uploads._held
 
 
 def test_a_file_it_no_longer_holds_is_read_after_its_upload(

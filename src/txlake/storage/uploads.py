@@ -163,6 +163,11 @@ class Uploads:
         """The bytes this transaction sent to ``key`` when it still holds them (landed or not), else ``None``."""
         return self._held.get((store.uri, key))
 
+    def drop_held(self) -> None:
+        """Let go of the held bytes (the transaction has ended: nothing of it reads its files any more)."""
+        self._held.clear()
+        self._held_bytes = 0
+
     def check(self) -> None:
         """Raise the error of an upload that failed (without waiting for those in flight)."""
         self._forked()

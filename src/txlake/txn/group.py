@@ -130,6 +130,8 @@ def clean(store: ObjectStore, through: int) -> int:
         store.delete_many(paths)
     except TxlakeError:
         return 0
+    for directory in sorted({path.rsplit("/", 1)[0] for path in paths}):
+        store.remove_empty_dir(directory)  # local disk: a directory per contended version otherwise stays
     return len(paths)
 
 

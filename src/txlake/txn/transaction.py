@@ -335,6 +335,7 @@ class Transaction:
                 self._ctx.heartbeat.release(self._lease, delete=released)
         if self._sublog.active or self._lease is not None:
             self._ctx.store.remove_empty_dir(txn_dir(self.txid))  # (local: deleting the objects left it)
+        self._uploads.drop_held()  # a transaction kept around (a variable, a traceback) keeps no data
 
     def _ensure_active(self) -> None:
         if self._status != "active":
