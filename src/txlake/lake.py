@@ -507,7 +507,9 @@ class Lakehouse:
         """Finish the transactions of dead processes found under ``_txlake/txns/``: one that claimed a version
         is rolled forward; any other with an expired lease is taken over, marked aborted (``resume`` refuses it)
         and, once silent for ``guard``, its staged files and sublog are deleted. Transactions whose lease is
-        still renewed are never touched. ``dry_run`` (the default) only reports.
+        still renewed are never touched. A claim in the lakehouse log whose lease expired undecided, of a
+        transaction without a sublog, is rolled forward too (as the next writer would; until then plain Delta
+        readers may see some of its tables published and not others). ``dry_run`` (the default) only reports.
         """
         if not isinstance(guard, timedelta):
             raise InvalidArgumentTypeError(

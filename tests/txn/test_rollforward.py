@@ -62,3 +62,32 @@ def test_crash_before_claim_leaves_nothing_visible(local_lake: txlake.Lakehouse)
     assert lake.version() == v + 1
     assert rows(lake.read_arrow("r.a")) == [(2, 20)]
     assert lake.context.helped == []
+
+
+def test_recover_rolls_forward_an_expired_claim(any_store_uri: StoreLocation) -> None:
+    """A client died after its claim, before publishing: ``recover`` decides the version once its lease has
+    expired (a dry run only says so), as the next writer would; the data is then visible everywhere."""
+    uri, options = any_store_uri
+    lake = txlake.connect(uri, options, lease_seconds=LEASE)
+    lake.create_table("r.a", ACCOUNTS)
+    lake.create_table("r.b", ACCOUNTS)
+    doomed = txlake.connect(uri, options, lease_seconds=LEASE)
+    tx = doomed.transaction()
+    tx.append("r.a", accounts([1], [10]))
+    tx.append("r.b", accounts([1], [20]))
+    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log"))
+    with pytest.raises(SimulatedCrash):
+        tx.commit()
+    claimed = lake.context.glog.tail().latest_claimed
+    time.sleep(LEASE + 0.2)
+    preview = lake.recover(dry_run=True)
+    assert [(t.txid, t.action, t.version) for t in preview.transactions if t.txid == tx.txid] == [
+        (tx.txid, "rolled_forward", claimed)
+    ]
+    assert lake.context.glog.read_outcome(claimed) is None  # a dry run decides nothing
+    report = lake.recover(dry_run=False)
+    done = [t for t in report.transactions if t.txid == tx.txid]
+    assert [(t.action, t.version, t.status) for t in done] == [("rolled_forward", claimed, "committed")]
+    fresh = txlake.connect(uri, options)
+    assert rows(fresh.read_arrow("r.a")) == [(1, 10)] and rows(fresh.read_arrow("r.b")) == [(1, 20)]
+    assert not [t for t in lake.recover(dry_run=False).transactions if t.txid == tx.txid]  # nothing left

@@ -239,7 +239,7 @@ def recover(
 ) -> RecoveryReport:
     """Roll forward the dead transactions that claimed, abort the others (see :meth:`Lakehouse.recover`)."""
     directories = list_transactions(ctx.store)
-    results: list[RecoveredTransaction] = []
+    results: list[RecoveredTransaction] = _expired_claims(ctx, set(directories), dry_run)
     for i, (txid, keys) in enumerate(sorted(directories.items())):
         try:
             results.append(_recover_one(ctx, txid, keys, guard, dry_run))
@@ -255,6 +255,42 @@ def recover(
         if progress is not None:
             progress(i + 1, len(directories))
     return RecoveryReport(dry_run, guard, tuple(results))
+
+
+def _expired_claims(ctx: LakeContext, with_sublog: set[str], dry_run: bool) -> list[RecoveredTransaction]:
+    """Claims in the log whose lease expired undecided, of transactions without a sublog (those with one are
+    recovered from it): decided by rolling them forward, as the next writer would. Until then plain Delta readers
+    may see some of such a transaction's tables published and others not (docs/protocol.md, "Failure paths")."""
+    try:
+        pending = ctx.glog.view().pending
+    except TxlakeError as exc:
+        _log.warning("txlake: recover: reading the log: %s", exc)
+        return []
+    out: list[RecoveredTransaction] = []
+    for claim in pending:
+        record = claim.record
+        if claim.outcome is not None or record.txid in with_sublog or now_ms() < record.lease_until_ms:
+            continue
+        if dry_run:
+            out.append(
+                RecoveredTransaction(
+                    record.txid, "rolled_forward", "claimed, lease expired: would decide it", record.version
+                )
+            )
+            continue
+        try:
+            outcome = ctx.await_decided(record.version)
+        except TxlakeError as exc:
+            _log.warning("txlake: recover: rolling global version %d forward: %s", record.version, exc)
+            out.append(RecoveredTransaction(record.txid, "skipped", f"{type(exc).__name__}: {exc}", record.version))
+            continue
+        status = "committed" if outcome.committed else "aborted"
+        out.append(
+            RecoveredTransaction(
+                record.txid, "rolled_forward", "claimed, lease expired: decided", record.version, status
+            )
+        )
+    return out
 
 
 def _recover_one(ctx: LakeContext, txid: str, keys: list[str], guard: timedelta, dry_run: bool) -> RecoveredTransaction:
