@@ -15,21 +15,27 @@ from txlake.storage import FaultRule
 LEASE = 0.5
 
 
-@pytest.mark.parametrize("crash_at", ["_delta_log", ".outcome.json"])
-def test_crash_after_claim_is_rolled_forward(any_store_uri: StoreLocation, crash_at: str) -> None:
-    uri, options = any_store_uri
-    lake = txlake.connect(uri, options, lease_seconds=LEASE)
+def _crash_after_claim(location: StoreLocation, crash_at: str) -> tuple[txlake.Lakehouse, txlake.Transaction]:
+    """Tables ``r.a`` and ``r.b``; a second client's transaction appending to both claims a version, then dies
+    before the first PUT whose path contains ``crash_at``. A healthy client and the dead transaction."""
+    lake = txlake.connect(location.uri, location.storage_options, lease_seconds=LEASE)
     lake.create_table("r.a", ACCOUNTS)
     lake.create_table("r.b", ACCOUNTS)
-
-    doomed = txlake.connect(uri, options, lease_seconds=LEASE)
+    doomed = txlake.connect(location.uri, location.storage_options, lease_seconds=LEASE)
     tx = doomed.transaction()
     tx.append("r.a", accounts([1], [10]))
     tx.append("r.b", accounts([1], [20]))
-    # the client dies at its first Delta commit (crash_at=_delta_log) or just before deciding
     doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains=crash_at))
     with pytest.raises(SimulatedCrash):
         tx.commit()
+    return lake, tx
+
+
+@pytest.mark.parametrize("crash_at", ["_delta_log", ".outcome.json"])
+def test_crash_after_claim_is_rolled_forward(any_store_uri: StoreLocation, crash_at: str) -> None:
+    uri, options = any_store_uri
+    # the client dies at its first Delta commit (crash_at=_delta_log) or just before deciding
+    lake, _ = _crash_after_claim(any_store_uri, crash_at)
     claimed = lake.context.glog.tail()
     assert claimed.undecided == (claimed.state.version + 1,)
     assert lake.read_arrow("r.a").num_rows == 0  # undecided: invisible
@@ -68,16 +74,7 @@ def test_recover_rolls_forward_an_expired_claim(any_store_uri: StoreLocation) ->
     """A client died after its claim, before publishing: ``recover`` decides the version once its lease has
     expired (a dry run only says so), as the next writer would; the data is then visible everywhere."""
     uri, options = any_store_uri
-    lake = txlake.connect(uri, options, lease_seconds=LEASE)
-    lake.create_table("r.a", ACCOUNTS)
-    lake.create_table("r.b", ACCOUNTS)
-    doomed = txlake.connect(uri, options, lease_seconds=LEASE)
-    tx = doomed.transaction()
-    tx.append("r.a", accounts([1], [10]))
-    tx.append("r.b", accounts([1], [20]))
-    doomed.store.faults.add(FaultRule("PUT", 1, "crash_before", path_contains="_delta_log"))
-    with pytest.raises(SimulatedCrash):
-        tx.commit()
+    lake, tx = _crash_after_claim(any_store_uri, "_delta_log")
     claimed = lake.context.glog.tail().latest_claimed
     time.sleep(LEASE + 0.2)
     preview = lake.recover(dry_run=True)
