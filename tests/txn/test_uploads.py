@@ -78,6 +78,29 @@ def test_statements_go_on_while_their_files_upload(lake: txlake.Lakehouse, gate:
         assert deltars_read_datafusion(table.deltars()) == canonical_rows(lake.read_arrow("w.t"))
 
 
+def test_the_commit_probes_for_plain_writers_while_its_files_upload(lake: txlake.Lakehouse) -> None:
+    """The HEAD that looks for plain writers' commits beyond the lakehouse's map goes out while the data files
+    are still uploading, not after (one round trip less per commit on an object store): here the data-file
+    PUT waits for that HEAD, and with a probe after the uploads it would wait in vain."""
+    lake.create_table("w.t", ACCOUNTS)
+    probed = threading.Event()
+    seen_before_put: list[bool] = []
+    lake.store.faults.add(FaultRule("HEAD", 1, "hook", path_contains="w/t/_delta_log/", times=10**6, hook=probed.set))
+    lake.store.faults.add(
+        FaultRule(
+            "PUT", 1, "hook", path_contains=DATA, times=10**6, hook=lambda: seen_before_put.append(probed.wait(10))
+        )
+    )
+    try:
+        with lake.transaction() as tx:
+            tx.append("w.t", accounts([1], [10]))
+    finally:
+        lake.store.faults = FaultInjector()
+    assert seen_before_put == [True]
+    assert tx.status == "committed"
+    assert rows(lake.read_arrow("w.t")) == [(1, 10)]
+
+
 def test_a_statement_reading_a_file_it_wrote_reads_it_from_memory(lake: txlake.Lakehouse, gate: Gate) -> None:
     """The transaction holds the bytes it sent: a later statement on the same file neither waits for the upload
     nor GETs the file."""

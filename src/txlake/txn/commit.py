@@ -50,6 +50,7 @@ from txlake.lakehouse.records import (
 )
 from txlake.lakehouse.tags import TagStore
 from txlake.lakehouse.vacuum import highest_horizon
+from txlake.storage.threads import map_concurrently
 from txlake.txn import group, reservations
 from txlake.txn.conflicts import ChangeSummary, PendingChange, check
 from txlake.txn.context import CONTENTION_WINDOW
@@ -227,30 +228,13 @@ class Validation:
         """
         bases: dict[str, int] = {}
         decided = view.decided
-        live = [
-            (tid, work)
-            for tid, work in self.tx._work.items()
-            if work.snapshot is not None and tid in claimed.tables and tid in decided.tables
-        ]
+        live = self._live(view, claimed)
         bases.update((tid, -1) for tid, work in self.tx._work.items() if work.snapshot is None)
         # their commit follows the newest version of their own log (checked on publishing)
         joining = joining_tables(self.tx._ops)
         bases.update((tid, w.snapshot.version) for tid, w in self.tx._work.items() if tid in joining and w.snapshot)
-        claims_on = {
-            tid: [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)] for tid, _ in live
-        }
-        # one HEAD per written table for plain writers' commits beyond the map, all at once; with claims on
-        # the table in flight, plain writers' commits are met when publishing instead
-        # (a table probed in an earlier round at the same mapped version is not probed again)
-        probes = [
-            (work.entry, decided.table_versions[tid])
-            for tid, work in live
-            if (work.writes or tid in self.tx._adopt)
-            and not claims_on[tid]
-            and self.tx._probed.get(tid, (-2, -2))[0] != decided.table_versions[tid]
-        ]
-        for (entry, mapped), upto in zip(probes, self.ctx.probe_all(probes), strict=True):
-            self.tx._probed[entry.id] = (mapped, upto)
+        claims_on = self._claims_on(view, live)
+        self.probe(view, claimed)
         probed = {
             tid: self.tx._probed[tid][1]
             for tid, _ in live
@@ -275,6 +259,37 @@ class Validation:
                     self.seen.add((tid, claim.version))
             bases[tid] = upto
         return bases
+
+    def _live(self, view: LogView, claimed: LakehouseState) -> list[tuple[str, TableWork]]:
+        """The tables this transaction touched that existed at its start and still exist in ``view``."""
+        decided = view.decided
+        return [
+            (tid, work)
+            for tid, work in self.tx._work.items()
+            if work.snapshot is not None and tid in claimed.tables and tid in decided.tables
+        ]
+
+    @staticmethod
+    def _claims_on(view: LogView, live: Sequence[tuple[str, TableWork]]) -> dict[str, list[GlobalRecord]]:
+        return {tid: [p.record for p in view.pending if not p.aborted and _changes(p.record, tid)] for tid, _ in live}
+
+    def probe(self, view: LogView, claimed: LakehouseState) -> None:
+        """Look for plain writers' commits beyond the lakehouse's map of each table this transaction writes: one
+        HEAD per table, all at once. With claims on the table in flight, plain writers' commits are met when
+        publishing instead; a table probed before at the same mapped version is not probed again (so a
+        :class:`Commit` may call this ahead of validation, while its uploads land)."""
+        decided = view.decided
+        live = self._live(view, claimed)
+        claims_on = self._claims_on(view, live)
+        probes = [
+            (work.entry, decided.table_versions[tid])
+            for tid, work in live
+            if (work.writes or tid in self.tx._adopt)
+            and not claims_on[tid]
+            and self.tx._probed.get(tid, (-2, -2))[0] != decided.table_versions[tid]
+        ]
+        for (entry, mapped), upto in zip(probes, self.ctx.probe_all(probes), strict=True):
+            self.tx._probed[entry.id] = (mapped, upto)
 
     def check_commits(
         self,
@@ -415,12 +430,23 @@ class Commit:
     def run(self) -> CommitResult:
         """Validate (redoing a table's statements when that resolves a data conflict), claim the next global
         version, publish, decide; after a lost claim, validate again against the newer view."""
+        ahead = True
         while True:
-            # the record names our data files: every one must be there before we validate and claim (a redo
-            # just wrote some; see storage/uploads.py)
-            self.tx._uploads.flush()
             view = self.view
             claimed = view.claimed_state()
+            # the record names our data files: every one must be there before we validate and claim (a redo
+            # just wrote some; see storage/uploads.py). The first time, the plain-writer probes validation
+            # makes go out while the uploads land (a probe is as good before them as after: a plain writer
+            # may commit after either, and publishing meets that commit)
+            if ahead and self.tx._uploads.pending:
+                steps: list[Callable[[], None]] = [
+                    self.tx._uploads.flush,
+                    partial(self.validation.probe, view, claimed),
+                ]
+                map_concurrently(lambda step: step(), steps, max_workers=2)
+            else:
+                self.tx._uploads.flush()
+            ahead = False
             try:
                 bases = self.validation.validate(view, claimed)
             except ConflictError as exc:
