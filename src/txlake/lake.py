@@ -227,7 +227,9 @@ class Lakehouse:
         if tag is not None:
             version = self._tags.get(tag).version
         elif timestamp is not None:
-            version = self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
+            version = self._ctx.glog.version_at_time(
+                timestamp_ms_argument(timestamp), await_prefix=self._ctx.await_prefix
+            )
         if version is None:
             return LakehouseSnapshot(self._ctx, self._ctx.latest_state())
         if isinstance(version, bool) or not isinstance(version, int):
@@ -240,7 +242,7 @@ class Lakehouse:
 
     def version_at(self, timestamp: datetime) -> int:
         """The newest lakehouse version decided at or before ``timestamp`` (timezone-aware)."""
-        return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp))
+        return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp), await_prefix=self._ctx.await_prefix)
 
     # --------------------------------------------------------------------------------------- optimize
 
@@ -337,7 +339,8 @@ class Lakehouse:
         Each table gets that version's name and data files back (re-added as they were; a file deleted since is
         :class:`DataFileNotFoundError` and nothing changes), and its schema and properties of then if altered
         since. Restoring the whole lakehouse also drops the tables created since; tables dropped since come back
-        (a dropped table whose name is taken now is :class:`InvalidArgumentError`). Concurrent writes to a
+        (a dropped table whose name is taken now is :class:`InvalidArgumentError`), and so do its namespaces
+        (with their properties of then; those created since are dropped). Concurrent writes to a
         restored table conflict with the restore (it reads every file).
         """
         if version is None and timestamp is None and tag is None:
@@ -356,12 +359,34 @@ class Lakehouse:
                 for name in tx.tables():
                     if tx._entry(name).id not in kept:
                         tx.drop_table(name)
+                self._restore_namespaces(tx, then.state.namespaces, before_tables=True)
             tx._borrow(then.version)
             tx._free_names(entries)
             for entry in entries:
                 tx._restore_table(entry, then.delta_snapshot(entry.name))
+            if tables is None:
+                self._restore_namespaces(tx, then.state.namespaces, before_tables=False)
         assert tx.result is not None
         return tx.result
+
+    @staticmethod
+    def _restore_namespaces(tx: Transaction, then: Mapping[str, Mapping[str, str]], *, before_tables: bool) -> None:
+        """The namespaces of a whole-lakehouse restore: before the tables come back, those dropped since are
+        created again with their properties of then; after, those created since are dropped, and one dropped
+        and created again since with other properties is too, and created with those of then -- when it is
+        empty (namespace properties cannot change otherwise: a non-empty one keeps its present properties)."""
+        now = {name.lower(): (name, dict(props)) for name, props in tx._view.namespaces.items()}
+        if before_tables:
+            for name, props in sorted(then.items()):
+                if name.lower() not in now:
+                    tx.create_namespace(name, props)
+            return
+        was = {name.lower(): dict(props) for name, props in then.items()}
+        for key, (name, props) in sorted(now.items(), key=lambda item: -item[0].count(".")):  # inner ones first
+            if (key not in was or was[key] != props) and not tx._view.table_names(name):
+                tx.drop_namespace(name)
+                if key in was:
+                    tx.create_namespace(next(n for n in then if n.lower() == key), was[key])
 
     # ------------------------------------------------------------------------------------------ clone
 

@@ -10,6 +10,7 @@ from tests.cli.conftest import Txlake
 from txlake.cli.exit_codes import ExitCode, describe_failure
 from txlake.cli.main import _suggest_choice, is_panic
 from txlake.errors import (
+    ConcurrentAppendError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     PredicateError,
@@ -132,3 +133,12 @@ def test_init_of_a_memory_lakehouse_is_refused(txlake_cli: Txlake) -> None:
     assert run.code == ExitCode.USAGE and "lives only as long as one process" in run.err
     run = txlake_cli("tables", "--uri", "memory://x")
     assert run.code == ExitCode.NOT_FOUND and "only inside the process that made it" in run.err
+
+
+def test_a_conflict_hint_names_the_winner_or_a_plain_writer() -> None:
+    """A conflict with a lakehouse transaction names its version; one with a plain Delta writer's commit (which
+    may have ended before the command began) does not claim "a concurrent transaction won"."""
+    won = describe_failure(ConcurrentAppendError("files were added", table="s.t", winning_version=7))
+    assert won.code == ExitCode.CONFLICT and won.hint is not None and "version 7 won" in won.hint
+    plain = describe_failure(ConcurrentAppendError("files were added", table="s.t", winning_version=None))
+    assert plain.code == ExitCode.CONFLICT and plain.hint is not None and "plain Delta writer" in plain.hint

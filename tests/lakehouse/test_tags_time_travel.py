@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -12,7 +13,9 @@ import pytest
 
 import txlake
 from tests.services import StoreLocation
+from txlake.lakehouse.log import bisect_time
 from txlake.lakehouse.tags import TagStore
+from txlake.storage import FaultRule
 
 SCHEMA = pa.schema([("id", pa.int64())])
 
@@ -64,6 +67,67 @@ def test_a_fresh_client_bisects_instead_of_reading_every_outcome(tmp_path: Path)
     assert fresh.version_at(when) == target
     gets = fresh.store.counters.snapshot().get - before.get
     assert gets <= 2 * math.ceil(math.log2(lake.version() + 1)) + 2, gets
+
+
+def test_a_past_time_names_the_same_version_before_and_after_a_slow_outcome_lands(
+    any_store_uri: StoreLocation,
+) -> None:
+    """A claimer takes its outcome's time before it writes the outcome. Asked for a time after that, while the
+    outcome is still on its way, a reader waits for it: the answer is the version the outcome decides, then
+    and later (before, the reader answered with the version before it, and later with this one)."""
+    lake = _lake_with_versions(any_store_uri, 1)
+    writer = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    writing, landed = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        writing.set()
+        assert landed.wait(30)
+
+    claimed = lake.version() + 1
+    outcome = f"{claimed:020d}.outcome.json"
+    writer.store.faults.add(FaultRule("PUT", 1, "hook", path_contains=outcome, hook=hold))
+    done: list[int] = []
+
+    def commit_it() -> None:
+        with writer.transaction() as tx:
+            tx.append("t.a", pa.table({"id": [9]}))
+        done.append(tx.result.version if tx.result else -1)
+
+    commit = threading.Thread(target=commit_it)
+    commit.start()
+    assert writing.wait(30)
+    when = datetime.now(UTC)  # after the outcome's time, before the outcome is there
+    reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    looked = threading.Event()
+    reader.store.faults.add(FaultRule("GET", 1, "hook", path_contains=outcome, times=10**6, hook=looked.set))
+    answers: list[int] = []
+    ask = threading.Thread(target=lambda: answers.append(reader.version_at(when)))
+    ask.start()
+    assert looked.wait(30)  # the reader met the undecided claim
+    landed.set()
+    ask.join(30)
+    commit.join(30)
+    assert done == [claimed]
+    assert answers == [claimed]
+    assert txlake.connect(any_store_uri.uri, any_store_uri.storage_options).version_at(when) == claimed
+    assert _rows(reader.snapshot(timestamp=when))["t.a"] == [9]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_answer_for_a_time_stays_as_the_log_grows_even_where_times_do_not_grow(seed: int) -> None:
+    """Pipelined claims are decided out of order: a version's time can be earlier than the one's before it. The
+    bisection still names the same version for ``t`` however many versions (all decided after ``t``) follow,
+    and that version has ``time(G) <= t < time(G + 1)``."""
+    rng = random.Random(seed)
+    times = [rng.randrange(0, 1000) for _ in range(rng.randrange(1, 60))]
+    t = rng.randrange(0, 1000)
+    later = [1000 + i for i in range(200)]
+    first = bisect_time(t, len(times) - 1, 0, times.__getitem__)
+    assert first == -1 or times[first] <= t
+    assert first + 1 == len(times) or times[first + 1] > t
+    grown = times + later
+    for latest in range(len(times), len(grown)):
+        assert bisect_time(t, latest, 0, grown.__getitem__) == first
 
 
 @pytest.mark.parametrize(

@@ -134,9 +134,10 @@ def test_plain_writer_racing_publish_incompatible_is_compensated(local_lake: txl
     tx = lake.transaction("snapshot")
     tx.update(first.name, set={"balance": "11"}, where="id = 1")
     tx.update(second.name, set={"balance": "11"}, where="id = 1")
-    with pytest.raises(ConflictError):
+    with pytest.raises(ConflictError) as raised:
         tx.commit()
     assert racer.fired
+    assert raised.value.table == second.name and f" {second.name} " in str(raised.value)  # the name, not the path
     # the lakehouse never saw the transaction; the first table's Delta log holds it and its compensation
     assert rows(lake.read_arrow(first.name)) == [(1, 10)]
     dt = deltalake.DeltaTable(lake.store.url(first.path))

@@ -53,6 +53,30 @@ def test_restore_brings_back_names_and_data_and_keeps_history(any_store_uri: Sto
         assert table.history(1)[0]["operation"] == "RESTORE"
 
 
+def test_restoring_the_lakehouse_restores_its_namespaces(any_store_uri: StoreLocation) -> None:
+    """Namespaces are part of the lakehouse state: one created since goes, one dropped since comes back with
+    its properties, one dropped and created again with other properties gets those of then back; a restore
+    of some tables leaves the namespaces alone."""
+    lake = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    lake.create_namespace("keep", {"owner": "alice"})
+    lake.create_namespace("gone", {"owner": "bob"})
+    lake.create_namespace("Meta", {"owner": "dan"})
+    lake.create_table("keep.t", pa.schema([("id", pa.int64())]))
+    then = lake.version()
+    lake.drop_namespace("gone")
+    lake.drop_namespace("meta")
+    lake.create_namespace("META", {"owner": "eve"})
+    lake.create_namespace("new", {"owner": "carol"})
+    lake.create_table("new.t", pa.schema([("id", pa.int64())]))
+    lake.restore(then, tables=["keep.t"])
+    assert sorted(lake.namespaces()) == ["META", "keep", "new"]
+    lake.restore(then)
+    state = lake.snapshot().state
+    assert dict(state.namespaces) == {"keep": {"owner": "alice"}, "gone": {"owner": "bob"}, "Meta": {"owner": "dan"}}
+    assert lake.tables() == ["keep.t"]
+    assert lake.snapshot(then).state.namespaces == state.namespaces
+
+
 def test_restore_by_tag_or_timestamp_and_of_some_tables(tmp_path: Path) -> None:
     lake, good = _bank(StoreLocation(tmp_path.as_uri(), {}))
     lake.tag("good", version=good)

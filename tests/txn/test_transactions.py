@@ -197,6 +197,16 @@ def test_rename_drop_recreate_and_time_travel(lake: txlake.Lakehouse) -> None:
         lake.snapshot(lake.version() + 5)
 
 
+def test_a_namespace_is_dropped_by_its_name_in_any_case(lake: txlake.Lakehouse) -> None:
+    """Names are case-insensitive: ``drop_namespace("meta")`` drops ``Meta`` (it used to succeed and drop
+    nothing), and a new ``META`` may then be created."""
+    lake.create_namespace("Meta", {"owner": "dan"})
+    lake.drop_namespace("meta")
+    assert lake.namespaces() == []
+    lake.create_namespace("META")
+    assert lake.namespaces() == ["META"]
+
+
 def test_catalog_errors(lake: txlake.Lakehouse) -> None:
     lake.create_table("a.t", ACCOUNTS)
     with pytest.raises(TableAlreadyExistsError):

@@ -154,6 +154,15 @@ def _storage_hint(exc: BaseException) -> str:
     return "check the URI and the credentials (--storage-option KEY=VALUE or AWS_* environment variables)"
 
 
+def _conflict_hint(exc: BaseException) -> str:
+    winner = getattr(exc, "winning_version", None)
+    if winner is not None:
+        return f"the transaction of lakehouse version {winner} won; run the command again"
+    # a plain Delta writer's commit (even one that ended before this command began: the lakehouse takes it in
+    # with this attempt), or a claim race lost for too long
+    return "another writer (a transaction, or a plain Delta writer) changed the data this command used; run it again"
+
+
 # Most specific first: DataFileNotFoundError is also a FileNotFoundError, ObjectNotFoundError a StorageError.
 # Each class: its exit code and the hint shown under the error (a function of the exception where it varies).
 _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseException], str] | None], ...] = (
@@ -174,7 +183,7 @@ _CLASSES: tuple[tuple[type[BaseException], ExitCode, str | Callable[[BaseExcepti
         ExitCode.NOT_FOUND,
         "check the lakehouse URI; `txlake doctor` checks every object the log refers to",
     ),
-    (ConflictError, ExitCode.CONFLICT, "a concurrent transaction won; run the command again"),
+    (ConflictError, ExitCode.CONFLICT, _conflict_hint),
     (TableAlreadyExistsError, ExitCode.CONFLICT, _NEW_NAME),
     (TagNotFoundError, ExitCode.NOT_FOUND, "list the tags with `txlake tags`"),
     (TransactionNotFoundError, ExitCode.NOT_FOUND, "`txlake recover` lists the transactions that left a sublog"),

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from txlake.delta.actions import now_ms
 from txlake.errors import CorruptLogError, ObjectAlreadyExistsError, ObjectNotFoundError, VersionNotFoundError
 from txlake.lakehouse.records import GlobalRecord, LakehouseState, Outcome, apply, apply_catalog
 from txlake.storage import ObjectStore
@@ -395,36 +396,43 @@ class GlobalLog:
             raise VersionNotFoundError(f"global version {version} is not decided", version=version)
         return outcome.timestamp_ms
 
-    def version_at_time(self, timestamp_ms: int) -> int:
-        """The newest decided version decided at or before ``timestamp_ms``: :meth:`decided_at_ms` is searched
-        by bisection over the decided prefix (``log2(n)`` GETs), so where writers' clocks disagree and times do
-        not grow with versions, the answer is a version ``G`` with ``time(G) <= t < time(G + 1)``.
+    def version_at_time(self, timestamp_ms: int, *, await_prefix: Callable[[int], object] | None = None) -> int:
+        """The newest decided version decided at or before ``timestamp_ms``, searched by bisection over the
+        decided prefix (``log2(n)`` GETs of outcomes).
 
-        :class:`VersionNotFoundError` for a time before version 0 (the lakehouse did not exist yet).
+        A claimer takes its outcome's time just before it writes the outcome, and claims are pipelined: a
+        version claimed now may be decided later with an earlier time than the version before it, and an
+        undecided claim may still get a time at or before ``timestamp_ms``. The answer for a past time is
+        nevertheless fixed once given (when clocks agree): with ``await_prefix`` (the lakehouse's
+        :meth:`~txlake.txn.context.LakeContext.await_prefix`), every claim undecided now is waited for first, so
+        every version decided later has a later time; and the bisection probes the same versions whatever the
+        latest is (it halves ``[0, 2^k)``, counting versions past the latest as later than ``timestamp_ms``).
+        Where times do not grow with versions the answer is a version ``G`` with ``time(G) <= t < time(G + 1)``.
+
+        :class:`VersionNotFoundError` for a time before version 0 (the lakehouse did not exist yet), or before
+        the oldest version vacuum kept.
         """
-        latest = self.tail().state.version
-        if self.decided_at_ms(latest) <= timestamp_ms:
-            return latest
+        while now_ms() <= timestamp_ms:  # versions claimed after the walk below are decided later than t
+            time.sleep(0.001)
+        tail = self.tail()
+        latest = tail.state.version
+        if await_prefix is not None and tail.latest_claimed > latest:
+            await_prefix(tail.latest_claimed)
+            latest = self.tail().state.version
         start = self.list().start
-        first = self.decided_at_ms(start)
-        if first > timestamp_ms:
+        low = bisect_time(timestamp_ms, latest, start, self.decided_at_ms)
+        if low < start:
             if start:
                 raise VersionNotFoundError(
-                    f"the lakehouse log before version {start} (from {_iso(first)}) was cleaned up by vacuum: "
-                    f"{_iso(timestamp_ms)} is older",
+                    f"the lakehouse log before version {start} (from {_iso(self.decided_at_ms(start))}) was "
+                    f"cleaned up by vacuum: {_iso(timestamp_ms)} is older",
                     version=start,
                 )
             raise VersionNotFoundError(
-                f"the lakehouse did not exist yet at {_iso(timestamp_ms)} (version 0 is from {_iso(first)})",
+                f"the lakehouse did not exist yet at {_iso(timestamp_ms)} (version 0 is from "
+                f"{_iso(self.decided_at_ms(0))})",
                 version=0,
             )
-        low, high = start, latest  # time(low) <= t < time(high)
-        while high - low > 1:
-            middle = (low + high) // 2
-            if self.decided_at_ms(middle) <= timestamp_ms:
-                low = middle
-            else:
-                high = middle
         return low
 
     def state_at(self, version: int) -> LakehouseState:
@@ -455,6 +463,24 @@ class GlobalLog:
                 f"no lakehouse version {version} (the latest is {tail.state.version})", version=version
             )
         return tail.state
+
+
+def bisect_time(timestamp_ms: int, latest: int, start: int, decided_at_ms: Callable[[int], int]) -> int:
+    """The version ``G`` in ``[start - 1, latest]`` with ``time(G) <= t < time(G + 1)`` that a bisection of
+    ``[0, 2^k)`` finds, counting versions past ``latest`` as later than ``t`` and those before ``start`` (gone) as
+    earlier. The versions probed do not depend on ``latest`` (past it, every probe is "later"), so where times
+    do not grow with versions the answer stays the same as the log grows, as long as every version added has a
+    later time."""
+    low, high = -1, 1 << (latest + 1).bit_length()  # time(low) <= t < time(high); -1: before version 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if middle > latest:
+            high = middle
+        elif middle < start or decided_at_ms(middle) <= timestamp_ms:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def _iso(timestamp_ms: int) -> str:

@@ -320,6 +320,7 @@ class _Vacuum:
         deletions = self._choose(objects, by_location, retained_paths, set(dropped), view.latest)
         if not self.dry_run:
             self._delete(deletions, {m.path: m for m in objects})
+            self._remove_empty_dirs(deletions, dropped)
         floor = min([horizon, self.needed_global, *(t.version for t in tags)])
         log_start, log_entries = self._clean_logs(objects, floor, latest)
         return VacuumReport(
@@ -762,6 +763,19 @@ class _Vacuum:
             done += 1
             if self.progress is not None and (done % 100 == 0 or done == total):
                 self.progress(done, total)
+
+    def _remove_empty_dirs(self, files: list[VacuumFile], dropped: list[str]) -> None:
+        """On local disk, the directories of dropped tables that deleting their files left empty, innermost
+        first: a location with nothing in it is free for a new table (:meth:`LakeContext.table_path`)."""
+        dirs: set[str] = set()
+        for f in files:
+            location = _owner(f.path, set(dropped))
+            head = f.path
+            while location is not None and "/" in head and head != location:
+                head = head.rsplit("/", 1)[0]
+                dirs.add(head)
+        for d in sorted(dirs, key=lambda d: (-d.count("/"), d)):
+            self.store.remove_empty_dir(d)
 
 
 class _Lazy(Generic[T]):

@@ -222,9 +222,13 @@ class LakeContext:
         return path
 
     def table_path(self, namespace: str, short: str, table_id: str, *, taken: list[str]) -> str:
-        """``<namespace>/<table>`` unless that location is used (a dropped table's files), then suffixed."""
+        """``<namespace>/<table>`` unless that location holds anything (one LIST), then suffixed.
+
+        Not only a Delta log: vacuum keeps a dropped table's data files that a clone still references (and
+        deletes its log), and a new table there would own them -- a plain VACUUM of it deletes what its log
+        does not reference, the clone's data."""
         path = namespace + "/" + short  # one directory per namespace, dots kept: never inside another table
-        if path in taken or DeltaLog(self.store, path).exists():
+        if path in taken or any(self.store.list_dir(path)):
             path = f"{path}-{table_id[:8]}"
         return path
 

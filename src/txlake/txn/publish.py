@@ -222,11 +222,18 @@ def _finish_abort(glog: GlobalLog, log: DeltaLog, version: int, existing: Sequen
     _compensate(log, glog.read_record(g), version, [a for a in existing if not isinstance(a, CommitInfo)])
 
 
+def _table_name(glog: GlobalLog, record: GlobalRecord, change: TableChange) -> str:
+    """The table's name for errors, from the newest state this client knows (no request); else its path."""
+    state = glog.nearest_state(record.version)
+    entry = state.tables.get(change.table_id) if state is not None else None
+    return entry.name if entry is not None else change.path
+
+
 def _publish_table(
     store: ObjectStore, glog: GlobalLog, record: GlobalRecord, change: TableChange, await_decided: AwaitDecided
 ) -> _TableOutcome:
     after, taken = _before(glog, record, change.table_id, await_decided)
-    log = DeltaLog(store, change.path)
+    log = DeltaLog(store, change.path, name=_table_name(glog, record, change))
     actions = load_actions(store, change)
 
     def ours(m: dict[str, object] | None) -> bool:

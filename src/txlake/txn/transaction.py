@@ -463,7 +463,8 @@ class Transaction:
             raise TableNotFoundError(f"no namespace {name!r}", table=name)
         if self._view.table_names(name):
             raise InvalidArgumentError(f"namespace {name!r} is not empty", argument="name")
-        self._catalog(DropNamespace(name))
+        # names are case-insensitive; the record names it as it was created (replay matches the exact name)
+        self._catalog(DropNamespace(next(n for n in self._view.namespaces if n.lower() == name.lower())))
 
     def create_table(
         self,

@@ -1,0 +1,18 @@
+"""Whole-lakehouse restore vs namespaces: namespaces created/dropped (with properties) since the tag."""
+from common import *
+lake, uri = new_lake()
+lake.create_namespace("keep", {"owner": "alice"})
+lake.create_table("keep.t", SCHEMA)
+lake.create_namespace("gone", {"owner": "bob"})
+lake.create_table("gone.t", SCHEMA)
+with lake.transaction() as tx: tx.append("gone.t", rows(0, 3))
+tag = lake.tag("base")
+base = lake.snapshot(tag="base")
+print("at tag: namespaces", sorted(base.state.namespaces), {k: getattr(v, "properties", v) for k, v in base.state.namespaces.items()})
+lake.drop_table("gone.t"); lake.drop_namespace("gone")
+lake.create_namespace("newns", {"owner": "carol"}); lake.create_table("newns.x", SCHEMA)
+r = lake.restore(tag="base")
+now = lake.snapshot()
+print("after restore: namespaces", sorted(now.state.namespaces), {k: getattr(v, "properties", v) for k, v in now.state.namespaces.items()})
+print("tables", now.tables(), "gone.t rows", ids(now.read_arrow("gone.t")))
+print("same namespaces as tag:", sorted(now.state.namespaces) == sorted(base.state.namespaces))
