@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import threading
+import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -74,7 +75,8 @@ def test_a_past_time_names_the_same_version_before_and_after_a_slow_outcome_land
 ) -> None:
     """A claimer takes its outcome's time before it writes the outcome. Asked for a time after that, while the
     outcome is still on its way, a reader waits for it: the answer is the version the outcome decides, then
-    and later (before, the reader answered with the version before it, and later with this one)."""
+    and later (before, the reader answered with the version before it, and later with this one). A time from
+    before the claim is answered without waiting."""
     lake = _lake_with_versions(any_store_uri, 1)
     writer = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
     writing, landed = threading.Event(), threading.Event()
@@ -93,11 +95,14 @@ def test_a_past_time_names_the_same_version_before_and_after_a_slow_outcome_land
             tx.append("t.a", pa.table({"id": [9]}))
         done.append(tx.result.version if tx.result else -1)
 
+    earlier = datetime.now(UTC)
+    time.sleep(0.002)
     commit = threading.Thread(target=commit_it)
     commit.start()
     assert writing.wait(30)
     when = datetime.now(UTC)  # after the outcome's time, before the outcome is there
     reader = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
+    assert reader.version_at(earlier) == claimed - 1  # a time before the claim: no wait for its outcome
     looked = threading.Event()
     reader.store.faults.add(FaultRule("GET", 1, "hook", path_contains=outcome, times=10**6, hook=looked.set))
     answers: list[int] = []

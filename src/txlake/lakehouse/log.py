@@ -404,7 +404,8 @@ class GlobalLog:
         version claimed now may be decided later with an earlier time than the version before it, and an
         undecided claim may still get a time at or before ``timestamp_ms``. The answer for a past time is
         nevertheless fixed once given (when clocks agree): with ``await_prefix`` (the lakehouse's
-        :meth:`~txlake.txn.context.LakeContext.await_prefix`), every claim undecided now is waited for first, so
+        :meth:`~txlake.txn.context.LakeContext.await_prefix`), every claim undecided now whose record is from
+        ``timestamp_ms`` or before is waited for first (a claimer that died is rolled forward after its lease), so
         every version decided later has a later time; and the bisection probes the same versions whatever the
         latest is (it halves ``[0, 2^k)``, counting versions past the latest as later than ``timestamp_ms``).
         Where times do not grow with versions the answer is a version ``G`` with ``time(G) <= t < time(G + 1)``.
@@ -412,12 +413,17 @@ class GlobalLog:
         :class:`VersionNotFoundError` for a time before version 0 (the lakehouse did not exist yet), or before
         the oldest version vacuum kept.
         """
-        while now_ms() <= timestamp_ms:  # versions claimed after the walk below are decided later than t
+        # versions claimed after the walk below are decided later than t (a t in the future, which callers refuse
+        # -- or a clock that jumped back -- is not waited for)
+        while 0 <= timestamp_ms - now_ms() < 5:
             time.sleep(0.001)
         tail = self.tail()
         latest = tail.state.version
-        if await_prefix is not None and tail.latest_claimed > latest:
-            await_prefix(tail.latest_claimed)
+        # a claim's outcome is stamped after its record (claimed at the record's time): only claims from before
+        # t can still be decided at or before t
+        before = [v for v in tail.undecided if self.read_record(v).timestamp_ms <= timestamp_ms]
+        if await_prefix is not None and before:
+            await_prefix(max(before))
             latest = self.tail().state.version
         start = self.list().start
         low = bisect_time(timestamp_ms, latest, start, self.decided_at_ms)
