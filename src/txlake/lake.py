@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import re
 import time
@@ -33,6 +34,7 @@ from txlake.errors import (
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
     SchemaMismatchError,
+    StorageError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -53,6 +55,9 @@ from txlake.txn.transaction import DmlEngine, OptimizeMetrics, Transaction
 
 T = TypeVar("T")
 TransactionStatus: TypeAlias = Literal["committed", "aborted", "unknown"]
+
+
+_log = logging.getLogger("txlake")
 
 
 class LakehouseSnapshot:
@@ -228,7 +233,7 @@ class Lakehouse:
             version = self._tags.get(tag).version
         elif timestamp is not None:
             version = self._ctx.glog.version_at_time(
-                timestamp_ms_argument(timestamp), await_prefix=self._ctx.await_prefix
+                timestamp_ms_argument(timestamp), await_prefix=self._settle_for_time
             )
         if version is None:
             return LakehouseSnapshot(self._ctx, self._ctx.latest_state())
@@ -240,9 +245,22 @@ class Lakehouse:
             raise VersionNotFoundError(f"no lakehouse version {version}", version=version)
         return LakehouseSnapshot(self._ctx, self._ctx.glog.state_at(version))
 
+    def _settle_for_time(self, version: int) -> None:
+        """Before time travel: wait for the claims up to ``version`` (rolling an expired one forward). A client that
+        cannot write (read-only credentials) answers from the versions decided so far instead."""
+        try:
+            self._ctx.await_prefix(version)
+        except StorageError as exc:
+            _log.warning(
+                "txlake: could not finish the claims up to lakehouse version %d (%s); the version for this time may "
+                "change once they are decided",
+                version,
+                exc,
+            )
+
     def version_at(self, timestamp: datetime) -> int:
         """The newest lakehouse version decided at or before ``timestamp`` (timezone-aware)."""
-        return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp), await_prefix=self._ctx.await_prefix)
+        return self._ctx.glog.version_at_time(timestamp_ms_argument(timestamp), await_prefix=self._settle_for_time)
 
     # --------------------------------------------------------------------------------------- optimize
 
@@ -359,34 +377,32 @@ class Lakehouse:
                 for name in tx.tables():
                     if tx._entry(name).id not in kept:
                         tx.drop_table(name)
-                self._restore_namespaces(tx, then.state.namespaces, before_tables=True)
+                self._restore_namespaces(tx, then.state.namespaces)
             tx._borrow(then.version)
             tx._free_names(entries)
             for entry in entries:
                 tx._restore_table(entry, then.delta_snapshot(entry.name))
             if tables is None:
-                self._restore_namespaces(tx, then.state.namespaces, before_tables=False)
+                self._restore_namespaces(tx, then.state.namespaces)
         assert tx.result is not None
         return tx.result
 
     @staticmethod
-    def _restore_namespaces(tx: Transaction, then: Mapping[str, Mapping[str, str]], *, before_tables: bool) -> None:
-        """The namespaces of a whole-lakehouse restore: before the tables come back, those dropped since are
-        created again with their properties of then; after, those created since are dropped, and one dropped
-        and created again since with other properties is too, and created with those of then -- when it is
-        empty (namespace properties cannot change otherwise: a non-empty one keeps its present properties)."""
+    def _restore_namespaces(tx: Transaction, then: Mapping[str, Mapping[str, str]]) -> None:
+        """The namespaces of a whole-lakehouse restore, as they were ``then``: one created since is dropped, one
+        dropped since is created again with its properties and name of then, and one that differs (dropped and
+        created again since with other properties, or another case) is dropped and created as it was -- each
+        once it is empty (namespace properties cannot change otherwise). Called before the tables come back
+        and after them: a namespace the restore empties only by bringing its tables back to their old names is
+        handled the second time; one still holding tables then keeps its present name and properties."""
+        was = {name.lower(): (name, dict(props)) for name, props in then.items()}
         now = {name.lower(): (name, dict(props)) for name, props in tx._view.namespaces.items()}
-        if before_tables:
-            for name, props in sorted(then.items()):
-                if name.lower() not in now:
-                    tx.create_namespace(name, props)
-            return
-        was = {name.lower(): dict(props) for name, props in then.items()}
-        for key, (name, props) in sorted(now.items(), key=lambda item: -item[0].count(".")):  # inner ones first
-            if (key not in was or was[key] != props) and not tx._view.table_names(name):
-                tx.drop_namespace(name)
-                if key in was:
-                    tx.create_namespace(next(n for n in then if n.lower() == key), was[key])
+        for key, present in sorted(now.items(), key=lambda item: (-item[0].count("."), item[0])):  # inner first
+            if was.get(key) != present and not tx._view.table_names(present[0]):
+                tx.drop_namespace(present[0])
+        for name, props in sorted(then.items()):
+            if not tx._view.has_namespace(name):
+                tx.create_namespace(name, props)
 
     # ------------------------------------------------------------------------------------------ clone
 

@@ -11,11 +11,16 @@ from txlake.cli.exit_codes import ExitCode, describe_failure
 from txlake.cli.main import _suggest_choice, is_panic
 from txlake.errors import (
     ConcurrentAppendError,
+    ConflictError,
+    DeadlockError,
+    IntentTimeoutError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
+    LeaseLostError,
     PredicateError,
     StorageError,
     TableNotFoundError,
+    TransactionExpiredError,
     TransientStorageError,
 )
 from txlake.storage.messages import ALLOW_HTTP_HINT, CREDENTIALS_HINT
@@ -142,3 +147,18 @@ def test_a_conflict_hint_names_the_winner_or_a_plain_writer() -> None:
     assert won.code == ExitCode.CONFLICT and won.hint is not None and "version 7 won" in won.hint
     plain = describe_failure(ConcurrentAppendError("files were added", table="s.t", winning_version=None))
     assert plain.code == ExitCode.CONFLICT and plain.hint is not None and "plain Delta writer" in plain.hint
+
+
+@pytest.mark.parametrize(
+    ("exc", "words"),
+    [
+        (LeaseLostError("lease lost"), "took the transaction over"),
+        (TransactionExpiredError("too old"), "began too long ago"),
+        (DeadlockError("cycle", cycle=("a", "b")), "cycle"),
+        (IntentTimeoutError("waited", table="s.t"), "took too long"),
+    ],
+)
+def test_conflicts_without_a_winner_get_hints_of_their_own(exc: ConflictError, words: str) -> None:
+    failure = describe_failure(exc)
+    assert failure.code == ExitCode.CONFLICT and failure.hint is not None and words in failure.hint
+    assert "changed the data" not in failure.hint

@@ -230,3 +230,25 @@ def test_creating_a_table_in_a_namespace_dropped_concurrently_conflicts(local_la
     with pytest.raises(ConflictError):
         tx.commit()
     assert lake.tables() == [] and lake.namespaces() == []
+
+
+@pytest.mark.parametrize("isolation", ["snapshot", "serializable"])
+def test_dropping_a_namespace_dropped_concurrently_conflicts(local_lake: txlake.Lakehouse, isolation: str) -> None:
+    """Two drops of one namespace: the second conflicts, as does a drop of ``meta`` (stored as ``Meta``) after
+    another client dropped ``Meta`` and created ``META`` (it would have dropped nothing, and reported success)."""
+    lake = local_lake
+    other = txlake.connect(lake.uri)
+    lake.create_namespace("d")
+    tx = lake.transaction(isolation)
+    tx.drop_namespace("d")
+    other.drop_namespace("d")
+    with pytest.raises(ConflictError, match="dropped concurrently"):
+        tx.commit()
+    lake.create_namespace("Meta")
+    tx = lake.transaction(isolation)
+    tx.drop_namespace("meta")
+    other.drop_namespace("Meta")
+    other.create_namespace("META")
+    with pytest.raises(ConflictError):
+        tx.commit()
+    assert lake.namespaces() == ["META"]

@@ -55,25 +55,37 @@ def test_restore_brings_back_names_and_data_and_keeps_history(any_store_uri: Sto
 
 def test_restoring_the_lakehouse_restores_its_namespaces(any_store_uri: StoreLocation) -> None:
     """Namespaces are part of the lakehouse state: one created since goes, one dropped since comes back with
-    its properties, one dropped and created again with other properties gets those of then back; a restore
-    of some tables leaves the namespaces alone."""
+    its properties, one dropped and created again with other properties (or in another case) gets its name
+    and properties of then back, also when it holds tables until the restore; a restore of some tables
+    leaves the namespaces alone."""
     lake = txlake.connect(any_store_uri.uri, any_store_uri.storage_options)
     lake.create_namespace("keep", {"owner": "alice"})
     lake.create_namespace("gone", {"owner": "bob"})
     lake.create_namespace("Meta", {"owner": "dan"})
+    lake.create_namespace("x", {"k": "old"})
     lake.create_table("keep.t", pa.schema([("id", pa.int64())]))
+    lake.create_table("x.t", pa.schema([("id", pa.int64())]))
     then = lake.version()
     lake.drop_namespace("gone")
     lake.drop_namespace("meta")
     lake.create_namespace("META", {"owner": "eve"})
     lake.create_namespace("new", {"owner": "carol"})
     lake.create_table("new.t", pa.schema([("id", pa.int64())]))
+    lake.drop_table("x.t")
+    lake.drop_namespace("x")
+    lake.create_namespace("X", {"k": "new"})  # not empty once created again: only the restore empties it
+    lake.create_table("X.t2", pa.schema([("id", pa.int64())]))
     lake.restore(then, tables=["keep.t"])
-    assert sorted(lake.namespaces()) == ["META", "keep", "new"]
+    assert sorted(lake.namespaces()) == ["META", "X", "keep", "new"]
     lake.restore(then)
     state = lake.snapshot().state
-    assert dict(state.namespaces) == {"keep": {"owner": "alice"}, "gone": {"owner": "bob"}, "Meta": {"owner": "dan"}}
-    assert lake.tables() == ["keep.t"]
+    assert dict(state.namespaces) == {
+        "keep": {"owner": "alice"},
+        "gone": {"owner": "bob"},
+        "Meta": {"owner": "dan"},
+        "x": {"k": "old"},
+    }
+    assert lake.tables() == ["keep.t", "x.t"]
     assert lake.snapshot(then).state.namespaces == state.namespaces
 
 

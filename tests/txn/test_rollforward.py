@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -88,3 +89,27 @@ def test_recover_rolls_forward_an_expired_claim(any_store_uri: StoreLocation) ->
     fresh = txlake.connect(uri, options)
     assert rows(fresh.read_arrow("r.a")) == [(1, 10)] and rows(fresh.read_arrow("r.b")) == [(1, 20)]
     assert not [t for t in lake.recover(dry_run=False).transactions if t.txid == tx.txid]  # nothing left
+
+
+def test_time_travel_past_a_dead_claim_waits_for_its_lease_and_rolls_it_forward(
+    any_store_uri: StoreLocation, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A time after a dead claimer's claim: the answer waits for its lease and rolls the claim forward (decided
+    now, the claim is later than that time: the answer is the version before it, and stays so). A reader that
+    cannot write (its PUTs fail) answers from the decided versions, with a warning."""
+    lake, tx = _crash_after_claim(any_store_uri, ".outcome.json")
+    after = datetime.now(UTC)
+    claimed = lake.context.glog.tail().latest_claimed
+    before = datetime.fromtimestamp(lake.context.glog.decided_at_ms(claimed - 1) / 1000, UTC)
+    read_only = txlake.connect(any_store_uri.uri, any_store_uri.storage_options, lease_seconds=LEASE)
+    read_only.store.faults.add(FaultRule("PUT", 1, "fail", times=10**6))
+    assert read_only.version_at(before) == claimed - 1
+    with caplog.at_level("WARNING", logger="txlake"):
+        assert read_only.version_at(after) == claimed - 1
+    assert "may change once they are decided" in caplog.text
+    # rolled forward after its lease, the claim is decided after ``after``: the answer was right, and stays
+    assert lake.version_at(after) == claimed - 1
+    assert lake.transaction_status(tx.txid) == "committed"
+    assert lake.snapshot(timestamp=after).read_arrow("r.b").num_rows == 0
+    assert lake.version_at(datetime.now(UTC)) == claimed
+    assert rows(lake.snapshot(timestamp=datetime.now(UTC)).read_arrow("r.b")) == [(1, 20)]

@@ -21,10 +21,11 @@ import txlake
 from tests.interop.deltars import TableLocation, deltars_read_datafusion
 from tests.interop.deltars import rows as canonical_rows
 from tests.txn.conftest import ACCOUNTS, accounts, rows
-from txlake.errors import InjectedFaultError, TransactionError
+from txlake.errors import ConflictError, InjectedFaultError, TransactionError
 from txlake.storage import FaultInjector, FaultRule, ObjectStore
 from txlake.storage import uploads as uploads_module
 from txlake.storage.uploads import UploadPool, Uploads
+from txlake.txn import commit as commit_module
 
 DATA = ".snappy.parquet"
 WAIT = 30.0
@@ -99,6 +100,39 @@ def test_the_commit_probes_for_plain_writers_while_its_files_upload(lake: txlake
     assert seen_before_put == [True]
     assert tx.status == "committed"
     assert rows(lake.read_arrow("w.t")) == [(1, 10)]
+
+
+def test_uploads_outlasting_the_probes_are_followed_by_a_second_probe(lake: txlake.Lakehouse) -> None:
+    """A plain Delta writer commits to one of two tables after the probes went out, while the data files are
+    still uploading (longer than ``PROBE_AHEAD_SLACK``): the tables are probed again before the claim, so the
+    conflict is raised before anything is claimed -- no aborted version, no compensation commit for a plain
+    reader of the other table to see -- as when the probes went out after the uploads."""
+    if lake.store.scheme == "memory":
+        pytest.skip("delta-rs reads no memory:// store")
+    for name in ("w.t", "w.u"):
+        lake.create_table(name, ACCOUNTS)
+        with lake.transaction() as tx:
+            tx.append(name, accounts([1, 2], [10, 20]))
+    other = TableLocation(lake.store, lake.snapshot().entry("w.u").path, lake.store.storage_options)
+    probed = threading.Event()
+    last = lake.snapshot().entry("w.t").path
+
+    def plain_commit_during_the_upload() -> None:
+        assert probed.wait(WAIT)
+        other.deltars().update({"balance": "77"}, predicate="id = 1")
+        time.sleep(commit_module.PROBE_AHEAD_SLACK + 0.05)
+
+    lake.store.faults.add(FaultRule("HEAD", 1, "hook", path_contains="w/u/_delta_log/", hook=probed.set))
+    lake.store.faults.add(FaultRule("PUT", 2, "hook", path_contains=DATA, hook=plain_commit_during_the_upload))
+    tx = lake.transaction("snapshot")
+    tx.update("w.t", set={"balance": "11"}, where="id = 1")
+    tx.update("w.u", set={"balance": "11"}, where="id = 1")
+    with pytest.raises(ConflictError):
+        tx.commit()
+    lake.store.faults = FaultInjector()
+    assert lake.transaction_status(tx.txid) == "unknown"  # never claimed a version (not even an aborted one)
+    table = TableLocation(lake.store, last, lake.store.storage_options).deltars()
+    assert [h["operation"] for h in table.history()] == ["WRITE", "CREATE TABLE"]  # nothing of it published
 
 
 def test_a_statement_reading_a_file_it_wrote_reads_it_from_memory(lake: txlake.Lakehouse, gate: Gate) -> None:

@@ -13,10 +13,13 @@ from txlake.errors import (
     ConflictError,
     CorruptLogError,
     DataFileNotFoundError,
+    DeadlockError,
+    IntentTimeoutError,
     InvalidArgumentError,
     InvalidArgumentTypeError,
     InvalidObjectPathError,
     LeaseHeldError,
+    LeaseLostError,
     MergeCardinalityError,
     ObjectAlreadyExistsError,
     ObjectNotFoundError,
@@ -27,6 +30,7 @@ from txlake.errors import (
     TableNotFoundError,
     TagAlreadyExistsError,
     TagNotFoundError,
+    TransactionExpiredError,
     TransactionNotFoundError,
     TransactionNotResumableError,
     TransientStorageError,
@@ -155,6 +159,14 @@ def _storage_hint(exc: BaseException) -> str:
 
 
 def _conflict_hint(exc: BaseException) -> str:
+    if isinstance(exc, LeaseLostError):
+        return "another client took the transaction over, or its lease ran out; `txlake log` shows what committed"
+    if isinstance(exc, TransactionExpiredError):
+        return "the transaction began too long ago to commit; run the command again"
+    if isinstance(exc, DeadlockError):
+        return "it was chosen to break a cycle of transactions waiting for each other; run the command again"
+    if isinstance(exc, IntentTimeoutError):
+        return "transactions holding the same data took too long; run the command again later"
     winner = getattr(exc, "winning_version", None)
     if winner is not None:
         return f"the transaction of lakehouse version {winner} won; run the command again"

@@ -153,6 +153,8 @@ class DropNamespace(CatalogOp):
     op: ClassVar[CatalogOpKind] = "drop_namespace"
 
     def validate(self, state: LakehouseState) -> None:
+        if self.name not in state.namespaces:  # (by its stored name: dropped, or dropped and created again)
+            raise self._conflict(f"namespace {self.name} was dropped concurrently")
         if state.table_names(self.name):
             raise self._conflict(f"namespace {self.name} got tables concurrently")
 

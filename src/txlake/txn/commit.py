@@ -68,6 +68,9 @@ LEADER_POLLS = 4
 """A writer that defers to a group's leader (``Commit._defer``) looks this many times for its claim."""
 START_VIEW_REUSE = 0.25
 """Seconds during which a transaction commits from the log view it started with (no re-read of the tail)."""
+PROBE_AHEAD_SLACK = 0.1
+"""Seconds by which a transaction's uploads may outlast the plain-writer probes sent while they land before the
+tables are probed again (see ``Commit._probe_while_uploading``)."""
 PUBLISH_ATTEMPTS = 4
 """Publication attempts after a claim before the commit reports :class:`CommitStateUnknownError`."""
 _log = logging.getLogger("txlake")
@@ -439,11 +442,7 @@ class Commit:
             # makes go out while the uploads land (a probe is as good before them as after: a plain writer
             # may commit after either, and publishing meets that commit)
             if ahead and self.tx._uploads.pending:
-                steps: list[Callable[[], None]] = [
-                    self.tx._uploads.flush,
-                    partial(self.validation.probe, view, claimed),
-                ]
-                map_concurrently(lambda step: step(), steps, max_workers=2)
+                self._probe_while_uploading(view, claimed)
             else:
                 self.tx._uploads.flush()
             ahead = False
@@ -520,6 +519,26 @@ class Commit:
                 self.view = self._next_view(view, winner, self.rebases)
                 continue
             return self._decide(record)
+
+    def _probe_while_uploading(self, view: LogView, claimed: LakehouseState) -> None:
+        """Wait for the uploads while the plain-writer probes go out. A plain writer that commits after a probe
+        is met when publishing, which then aborts an incompatible claim (compensating the tables already
+        published: plain readers see it there for a moment); a probe while the uploads land widens that window
+        by their duration, so when they outlast the probes by more than :data:`PROBE_AHEAD_SLACK` the tables are
+        probed again (by the validation that follows)."""
+        done: dict[str, float] = {}
+
+        def timed(name: str, step: Callable[[], None]) -> None:
+            step()
+            done[name] = time.monotonic()
+
+        steps: list[Callable[[], None]] = [
+            partial(timed, "flush", self.tx._uploads.flush),
+            partial(timed, "probe", partial(self.validation.probe, view, claimed)),
+        ]
+        map_concurrently(lambda step: step(), steps, max_workers=2)
+        if done["flush"] - done["probe"] > PROBE_AHEAD_SLACK:
+            self.tx._probed.clear()
 
     def _decide(self, record: GlobalRecord) -> CommitResult:
         """Our claim of ``record.version`` is in the log: publish it, which decides its outcome; the result once
