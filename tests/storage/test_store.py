@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -697,3 +699,55 @@ def test_seaweedfs_is_ready_when_an_earlier_poll_created_the_probe_bucket(seawee
     status, _ = seaweedfs._s3_request("PUT", "/txlake-probe")
     assert status == 200
     seaweedfs.delete_bucket("txlake-probe")
+
+
+FORK_SCRIPT = """
+import multiprocessing as mp, sys, txlake
+from txlake.errors import StorageError
+
+def child(uri, q):
+    try:
+        q.put(("version", txlake.connect(uri, create=False).version()))
+    except StorageError as exc:
+        q.put(("error", str(exc)))
+
+if __name__ == "__main__":
+    uri = sys.argv[1]
+    txlake.connect(uri).create_table("a.t", "id long")  # the parent's requests start the object-store runtime
+    ctx = mp.get_context(sys.argv[2])
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(uri, q))
+    p.start()
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        print("hung")
+    else:
+        print(*q.get(timeout=5))
+"""
+
+
+@pytest.mark.parametrize(
+    ("scheme", "method", "expected"),
+    [
+        ("file", "fork", "error HEAD"),
+        ("file", "spawn", "version 1"),
+        ("memory", "fork", "version 1"),  # (no I/O runtime: a forked child works on its copy)
+    ],
+)
+def test_a_child_forked_after_the_parent_used_the_store_fails_at_once(
+    tmp_path: Path, scheme: str, method: str, expected: str
+) -> None:
+    """obstore's I/O runtime does not survive ``fork``: a child forked after its parent made a request on local
+    disk (or S3) used to wait forever on its first request. It now gets a :class:`StorageError` saying what to
+    do; a spawned child, and a forked one on ``memory://``, work."""
+    uri = f"file://{tmp_path}/lake" if scheme == "file" else f"memory://fork-{method}"
+    script = tmp_path / "fork_child.py"
+    script.write_text(FORK_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), uri, method], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(expected), done.stdout
+    if method == "fork" and scheme == "file":
+        assert "this process was forked" in done.stdout and "'spawn'" in done.stdout

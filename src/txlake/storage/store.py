@@ -345,6 +345,27 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, BaseError) and _TRANSIENT_PATTERN.search(str(exc)) is not None
 
 
+_io_pid: int | None = None
+"""The process whose requests started obstore's I/O runtime (local disk and S3; not ``memory://``)."""
+
+
+def _check_not_forked(kind: RequestKind, url: str) -> None:
+    """obstore's I/O runtime does not survive ``fork``: in a child forked after its parent made a request on
+    local disk or S3, every such request (of any store, new ones too) waits forever. Fail at once instead."""
+    global _io_pid
+    pid = os.getpid()
+    if _io_pid is None:
+        _io_pid = pid
+    elif _io_pid != pid:
+        raise StorageError(
+            f"{kind} {url}: this process was forked after its parent used txlake on local disk or S3, and the "
+            "object-store client cannot run in a forked child; start it with multiprocessing's 'spawn' (or "
+            "'forkserver') start method, or use txlake in the parent only after the fork",
+            path=url,
+            kind=kind,
+        )
+
+
 class ObjectStore:
     """get / head / list / put / put_if_absent / delete, counted per request kind.
 
@@ -370,6 +391,7 @@ class ObjectStore:
         self.counters = counters or RequestCounters()
         self.faults = faults or FaultInjector()
         self._options = dict(options or {})
+        self._io = self.scheme != "memory"  # requests through obstore's I/O runtime (see _check_not_forked)
 
     # ----------------------------------------------------------------------------------- construction
 
@@ -541,6 +563,8 @@ class ObjectStore:
         fault rules to match against.
         """
         fault_path = path if keys is None else keys
+        if self._io:
+            _check_not_forked(kind, self.url(path))
         attempt = 0
         while True:
             self.counters.add(kind)
