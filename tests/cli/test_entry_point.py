@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import txlake
-from txlake.cli.exit_codes import ExitCode
+from txlake.cli.exit_codes import ExitCode, describe_failure
+from txlake_cli import interrupted
 
 SCRIPT = Path(sys.executable).with_name("txlake")
 
@@ -104,3 +105,17 @@ def test_ctrl_c_while_starting_is_one_line_and_exit_130(tmp_path: Path, delay: f
     else:
         assert proc.returncode in (ExitCode.NOT_FOUND, -signal.SIGINT), (proc.returncode, err)
         assert err.startswith("error: no lakehouse at "), err
+
+
+def test_an_error_python_raised_because_of_a_ctrl_c_counts_as_the_ctrl_c() -> None:
+    """A Ctrl-C inside ``__set_name__`` while a module is imported reaches us as a ``RuntimeError`` caused by the
+    ``KeyboardInterrupt`` (seen once in CI, 0.2 s into start-up): it is an interruption, exit 130, one line."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'cached_property' instance") from exc
+    except RuntimeError as wrapped:
+        assert interrupted(wrapped)
+        assert describe_failure(wrapped).code == ExitCode.INTERRUPTED
+    assert not interrupted(RuntimeError("something else"))

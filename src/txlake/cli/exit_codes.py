@@ -39,6 +39,7 @@ from txlake.errors import (
     VersionNotFoundError,
 )
 from txlake.storage.messages import storage_problem
+from txlake_cli import interrupted
 
 
 class ExitCode(IntEnum):
@@ -301,7 +302,7 @@ def _hint(exc: BaseException, command: str | None) -> str | None:
 
 def describe_failure(exc: BaseException, command: str | None = None) -> Failure:
     """The exit code, message, detail lines and hint for ``exc`` raised by ``txlake COMMAND``."""
-    if isinstance(exc, KeyboardInterrupt):
+    if interrupted(exc):
         return Failure(ExitCode.INTERRUPTED, "interrupted", None)
     code = exit_code_for(exc)
     text = str(exc).strip("\n").splitlines()
