@@ -101,6 +101,10 @@ class LogView:
                 state = apply_catalog(state, p.record.catalog, p.record.version)
         return state
 
+    def expired(self, now_ms: float) -> list[GlobalRecord]:
+        """The undecided claims whose lease has expired at ``now_ms`` (anyone may roll them forward)."""
+        return [p.record for p in self.pending if p.outcome is None and now_ms >= p.record.lease_until_ms]
+
     def with_claim(self, record: GlobalRecord) -> LogView:
         """This view plus the next claimed version (learnt from the claim that beat ours)."""
         if record.version != self.latest + 1:
@@ -425,7 +429,7 @@ class GlobalLog:
         if await_prefix is not None and before:
             await_prefix(max(before))
             latest = self.tail().state.version
-        start = self.list().start
+        start = 0 if self._try_record(0) is not None else self.list().start  # (LogListing.start without a LIST)
         low = bisect_time(timestamp_ms, latest, start, self.decided_at_ms)
         if low < start:
             if start:

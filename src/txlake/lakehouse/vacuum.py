@@ -768,8 +768,9 @@ class _Vacuum:
         """On local disk, the directories of dropped tables that deleting their files left empty, innermost
         first: a location with nothing in it is free for a new table (:meth:`LakeContext.table_path`)."""
         dirs: set[str] = set()
+        locations = set(dropped)
         for f in files:
-            location = _owner(f.path, set(dropped))
+            location = _owner(f.path, locations)
             head = f.path
             while location is not None and "/" in head and head != location:
                 head = head.rsplit("/", 1)[0]

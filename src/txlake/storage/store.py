@@ -351,7 +351,8 @@ _io_pid: int | None = None
 
 def _check_not_forked(kind: RequestKind, url: str) -> None:
     """obstore's I/O runtime does not survive ``fork``: in a child forked after its parent made a request on
-    local disk or S3, every such request (of any store, new ones too) waits forever. Fail at once instead."""
+    local disk or S3, every such request (of any store, new ones too) waits forever. Fail at once instead.
+    Called when this process is not the one known to run the runtime (its first request, or a fork)."""
     global _io_pid
     pid = os.getpid()
     if _io_pid is None:
@@ -563,7 +564,7 @@ class ObjectStore:
         fault rules to match against.
         """
         fault_path = path if keys is None else keys
-        if self._io:
+        if self._io and _io_pid != os.getpid():
             _check_not_forked(kind, self.url(path))
         attempt = 0
         while True:

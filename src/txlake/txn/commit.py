@@ -237,7 +237,7 @@ class Validation:
         joining = joining_tables(self.tx._ops)
         bases.update((tid, w.snapshot.version) for tid, w in self.tx._work.items() if tid in joining and w.snapshot)
         claims_on = self._claims_on(view, live)
-        self.probe(view, claimed)
+        self._probe(view, live, claims_on)
         probed = {
             tid: self.tx._probed[tid][1]
             for tid, _ in live
@@ -281,9 +281,13 @@ class Validation:
         HEAD per table, all at once. With claims on the table in flight, plain writers' commits are met when
         publishing instead; a table probed before at the same mapped version is not probed again (so a
         :class:`Commit` may call this ahead of validation, while its uploads land)."""
-        decided = view.decided
         live = self._live(view, claimed)
-        claims_on = self._claims_on(view, live)
+        self._probe(view, live, self._claims_on(view, live))
+
+    def _probe(
+        self, view: LogView, live: Sequence[tuple[str, TableWork]], claims_on: Mapping[str, list[GlobalRecord]]
+    ) -> None:
+        decided = view.decided
         probes = [
             (work.entry, decided.table_versions[tid])
             for tid, work in live
@@ -526,18 +530,15 @@ class Commit:
         published: plain readers see it there for a moment); a probe while the uploads land widens that window
         by their duration, so when they outlast the probes by more than :data:`PROBE_AHEAD_SLACK` the tables are
         probed again (by the validation that follows)."""
-        done: dict[str, float] = {}
+        probed_at = 0.0
 
-        def timed(name: str, step: Callable[[], None]) -> None:
-            step()
-            done[name] = time.monotonic()
+        def probe() -> None:
+            nonlocal probed_at
+            self.validation.probe(view, claimed)
+            probed_at = time.monotonic()
 
-        steps: list[Callable[[], None]] = [
-            partial(timed, "flush", self.tx._uploads.flush),
-            partial(timed, "probe", partial(self.validation.probe, view, claimed)),
-        ]
-        map_concurrently(lambda step: step(), steps, max_workers=2)
-        if done["flush"] - done["probe"] > PROBE_AHEAD_SLACK:
+        map_concurrently(lambda step: step(), [self.tx._uploads.flush, probe], max_workers=2)
+        if time.monotonic() - probed_at > PROBE_AHEAD_SLACK:  # (both done: now is when the later one ended)
             self.tx._probed.clear()
 
     def _decide(self, record: GlobalRecord) -> CommitResult:

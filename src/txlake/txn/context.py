@@ -146,10 +146,9 @@ class LakeContext:
     def view(self) -> LogView:
         """The log as a committer sees it: claims whose lease has expired are rolled forward first."""
         view = self.glog.view()
-        now = time.time() * 1000
-        expired = [p.record.version for p in view.pending if p.outcome is None and now >= p.record.lease_until_ms]
-        for version in expired:
-            self.await_decided(version)
+        expired = view.expired(time.time() * 1000)
+        for record in expired:
+            self.await_decided(record.version)
         return self.glog.view() if expired else view
 
     def await_prefix(self, version: int) -> LakehouseState:

@@ -262,14 +262,13 @@ def _expired_claims(ctx: LakeContext, with_sublog: set[str], dry_run: bool) -> l
     recovered from it): decided by rolling them forward, as the next writer would. Until then plain Delta readers
     may see some of such a transaction's tables published and others not (docs/protocol.md, "Failure paths")."""
     try:
-        pending = ctx.glog.view().pending
+        expired = ctx.glog.view().expired(now_ms())
     except TxlakeError as exc:
         _log.warning("txlake: recover: reading the log: %s", exc)
         return []
     out: list[RecoveredTransaction] = []
-    for claim in pending:
-        record = claim.record
-        if claim.outcome is not None or record.txid in with_sublog or now_ms() < record.lease_until_ms:
+    for record in expired:
+        if record.txid in with_sublog:
             continue
         if dry_run:
             out.append(
